@@ -1,0 +1,5 @@
+import sys
+
+from envmatrix.cli import main
+
+sys.exit(main())

@@ -1,0 +1,108 @@
+"""Resolve a composed config into a validated sweep input (no processes, no writes)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from envmatrix.env.atoms import UNSET, Setup
+from envmatrix.env.merge import SAFETY_PINS
+from envmatrix.errors import ConfigError
+from envmatrix.planning.grid import Grid, auto_grids, check_fits, parse_grids
+from envmatrix.planning.plan import ProbeSpec
+
+BACKENDS = ("auto", "nccl", "gloo")
+
+
+@dataclass(frozen=True)
+class SweepInput:
+    name: str
+    conf_file: Path
+    backend: str
+    grids: tuple[Grid, ...]
+    setups: tuple[Setup, ...]
+    probe: ProbeSpec
+    launcher: str
+    seed: int
+    config: dict[str, Any]
+
+
+def resolve_backend(value: str, gpus: int) -> str:
+    if value not in BACKENDS:
+        raise ConfigError(f"backend: {value!r} not allowed; allowed: {', '.join(BACKENDS)}")
+    if value == "auto":
+        return "nccl" if gpus > 0 else "gloo"
+    if value == "nccl" and gpus == 0:
+        raise ConfigError("backend: nccl needs GPUs but none are visible here; use backend=gloo (CPU) or run on a GPU host")
+    return value
+
+
+class CatalogValues:
+    """Adapter giving strategies the catalog's value domains and pins."""
+
+    def __init__(self, catalog: Any) -> None:
+        self.catalog = catalog
+
+    def values(self, var: str) -> list[str]:
+        return self.catalog.values(var)
+
+    def is_pinned(self, var: str) -> bool:
+        spec = self.catalog.spec(var)
+        return var in SAFETY_PINS or bool(spec is not None and spec.pinned)
+
+
+def check_pins(setups: Sequence[Setup], pins: Mapping[str, str], where: str) -> None:
+    for setup in setups:
+        for atom in setup.atoms:
+            if atom.var in pins and (atom.op == UNSET or atom.value != pins[atom.var]):
+                raise ConfigError(
+                    f"{where}: setups.{setup.name}.{atom.var}: {atom} would override the safety pin "
+                    f"{atom.var}={pins[atom.var]} set by the caller; remove it from the setup"
+                )
+
+
+def resolve(
+    cfg: Any,
+    conf_file: Path,
+    gpus: int,
+    pins: Mapping[str, str],
+    allow_unknown: bool = False,
+    catalog: Any = None,
+) -> SweepInput:
+    from omegaconf import OmegaConf
+
+    from envmatrix.catalog import load_catalog
+    from envmatrix.launchers import get_launcher
+    from envmatrix.probes import get_probe
+    from envmatrix.strategies import expand_setups
+
+    data = OmegaConf.to_container(cfg, resolve=True)
+    where = conf_file.name
+    backend = resolve_backend(str(data["backend"]), gpus)
+    grids = auto_grids(gpus if backend == "nccl" else 0) if data["grids"] in ("auto", None) else parse_grids(data["grids"])
+    check_fits(grids, backend, gpus, int(data["max_local_ranks"]))
+    get_launcher(str(data["launcher"]))
+    catalog = catalog or load_catalog()
+    setups = expand_setups(data.get("setups") or {}, data.get("strategies") or [], CatalogValues(catalog), int(data["seed"]), where)
+    for setup in setups:
+        catalog.validate_setup(setup, where=f"{where}: setups.{setup.name}", allow_unknown=allow_unknown)
+    check_pins(setups, pins, where)
+    probe_params = dict(data.get("probe") or {})
+    probe = get_probe(str(probe_params.pop("name", "builtin")))
+    spec = probe.spec(probe_params, where="probe")
+    for key in ("timeout_s", "grace_s"):
+        value = spec.params.get(key)
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
+            raise ConfigError(f"probe.{key}: {value!r} not allowed; allowed: a number of seconds > 0")
+    return SweepInput(
+        name=str(data.get("name") or conf_file.stem),
+        conf_file=conf_file,
+        backend=backend,
+        grids=tuple(grids),
+        setups=tuple(setups),
+        probe=spec,
+        launcher=str(data["launcher"]),
+        seed=int(data["seed"]),
+        config=data,
+    )

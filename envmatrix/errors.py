@@ -1,0 +1,36 @@
+"""The small exception hierarchy every command maps to an exit code.
+
+Messages are one line that names the file/key/value and what is allowed, so the
+CLI prints them without a traceback (hydra's CompactHydraException idea).
+"""
+
+from __future__ import annotations
+
+import difflib
+from typing import Iterable
+
+
+class EnvmatrixError(Exception):
+    """Base class; ``exit_code`` is what the CLI returns."""
+
+    exit_code = 1
+
+
+class ConfigError(EnvmatrixError):
+    """Bad user input: nothing is launched or written when this is raised."""
+
+    exit_code = 2
+
+
+class PlanError(ConfigError):
+    """The input is well formed but cannot be run here (e.g. a grid needs more GPUs)."""
+
+
+class StoreError(EnvmatrixError):
+    exit_code = 1
+
+
+def did_you_mean(word: str, candidates: Iterable[str]) -> str:
+    """`` (did you mean X?)`` or an empty string; used by every unknown-name error."""
+    close = difflib.get_close_matches(word, list(candidates), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]}?)" if close else ""

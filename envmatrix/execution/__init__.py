@@ -1,0 +1,1 @@
+"""The only package that starts processes (always shell=False)."""

@@ -1,0 +1,178 @@
+"""The one module that starts processes.
+
+Every child runs in its own session (so a timeout kills its whole process
+group, grandchildren included) and gets PR_SET_PDEATHSIG, so a driver killed
+with SIGKILL does not leave ranks running. Always ``shell=False``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+from typing import Mapping, Optional, Sequence
+
+_PR_SET_PDEATHSIG = 1
+try:
+    _prctl = ctypes.CDLL(None, use_errno=True).prctl
+except (OSError, AttributeError):  # not Linux
+    _prctl = None
+
+
+def _child_setup() -> None:
+    # Runs between fork and exec: keep it to async-signal-safe calls.
+    os.setsid()
+    if _prctl is not None:
+        _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+@dataclass(frozen=True)
+class ProcessSpec:
+    argv: tuple[str, ...]
+    env: Mapping[str, str]
+    log_path: str
+    label: str = ""
+    cwd: Optional[str] = None
+
+
+@dataclass
+class ProcessOutcome:
+    label: str
+    pid: Optional[int]
+    exit_code: Optional[int]
+    signal: Optional[str]
+    killed_by: Optional[str]  # "timeout" | "peer_failure" | None
+    ended_at: float
+    launch_error: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class Captured:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def run_capture(argv: Sequence[str], timeout_s: float = 20.0, env: Mapping[str, str] | None = None) -> Captured:
+    """Run a short host query (nvidia-smi, ldconfig); never raises for a missing tool."""
+    if isinstance(argv, str):
+        raise TypeError("argv must be a list, never a shell string")
+    try:
+        done = subprocess.run(
+            list(argv),
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            env=None if env is None else dict(env),
+            shell=False,
+            check=False,
+        )
+    except FileNotFoundError as exc:
+        return Captured(127, "", str(exc))
+    except subprocess.TimeoutExpired:
+        return Captured(124, "", f"{argv[0]} did not answer within {timeout_s}s")
+    return Captured(done.returncode, done.stdout, done.stderr)
+
+
+def _signal_name(returncode: int) -> Optional[str]:
+    if returncode >= 0:
+        return None
+    try:
+        return signal.Signals(-returncode).name
+    except ValueError:
+        return f"SIG{-returncode}"
+
+
+def _killpg(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def run_group(
+    specs: Sequence[ProcessSpec],
+    timeout_s: float,
+    grace_s: float = 5.0,
+    poll_s: float = 0.05,
+) -> list[ProcessOutcome]:
+    """Start all specs, wait, and return one outcome per spec.
+
+    The first non-zero exit starts a grace period; then the rest are killed
+    (``peer_failure``), because their peers will never answer. At the
+    deadline everything still running is killed (``timeout``).
+    """
+    procs: list[Optional[subprocess.Popen]] = []
+    outcomes: list[Optional[ProcessOutcome]] = []
+    log_files = []
+    try:
+        for spec in specs:
+            if isinstance(spec.argv, str):
+                raise TypeError("argv must be a sequence, never a shell string")
+            log = open(spec.log_path, "ab", buffering=0)
+            log_files.append(log)
+            try:
+                proc = subprocess.Popen(
+                    list(spec.argv),
+                    env=dict(spec.env),
+                    cwd=spec.cwd,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    shell=False,
+                    preexec_fn=_child_setup,
+                )
+            except (OSError, ValueError) as exc:
+                procs.append(None)
+                outcomes.append(
+                    ProcessOutcome(spec.label, None, None, None, None, time.time(), launch_error=f"{type(exc).__name__}: {exc}")
+                )
+                log.write(f"envmatrix: could not start {spec.argv[0]!r}: {exc}\n".encode())
+                continue
+            procs.append(proc)
+            outcomes.append(None)
+
+        deadline = time.monotonic() + timeout_s
+        peer_deadline: Optional[float] = None
+        if any(o is not None and o.launch_error for o in outcomes):
+            peer_deadline = time.monotonic()
+        while any(o is None for o in outcomes):
+            now = time.monotonic()
+            for i, proc in enumerate(procs):
+                if outcomes[i] is not None or proc is None:
+                    continue
+                rc = proc.poll()
+                if rc is None:
+                    continue
+                _killpg(proc.pid)  # grandchildren left in the group
+                outcomes[i] = ProcessOutcome(specs[i].label, proc.pid, rc if rc >= 0 else None, _signal_name(rc), None, time.time())
+                if rc != 0 and peer_deadline is None:
+                    peer_deadline = now + grace_s
+            reason = None
+            if now >= deadline:
+                reason = "timeout"
+            elif peer_deadline is not None and now >= peer_deadline:
+                reason = "peer_failure"
+            if reason:
+                for i, proc in enumerate(procs):
+                    if outcomes[i] is None and proc is not None:
+                        _killpg(proc.pid)
+                        rc = proc.wait()
+                        outcomes[i] = ProcessOutcome(
+                            specs[i].label, proc.pid, rc if rc >= 0 else None, _signal_name(rc), reason, time.time()
+                        )
+                break
+            time.sleep(poll_s)
+        return [o for o in outcomes if o is not None]
+    finally:
+        for proc in procs:
+            if proc is not None and proc.poll() is None:
+                _killpg(proc.pid)
+                proc.wait()
+            elif proc is not None:
+                _killpg(proc.pid)
+        for log in log_files:
+            log.close()

@@ -1,0 +1,97 @@
+"""Execute one planned run: launcher plan -> processes -> per-rank results -> verdict."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+import time
+from typing import Any, Mapping, Optional
+
+from envmatrix.env.atoms import Setup
+from envmatrix.env.merge import materialize
+from envmatrix.execution.processes import run_group
+from envmatrix.launchers.base import LaunchContext, Launcher
+from envmatrix.planning.plan import Run
+from envmatrix.probes.base import Probe
+from envmatrix.probes.outcome import verdict
+from envmatrix.results import ProbeResult, RankResult
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _read_json(path: str) -> Optional[dict[str, Any]]:
+    try:
+        with open(path) as fh:
+            return json.load(fh)
+    except (OSError, ValueError):
+        return None
+
+
+def _read_text(path: str) -> str:
+    try:
+        with open(path, errors="replace") as fh:
+            return fh.read()
+    except OSError:
+        return ""
+
+
+def intended_setup_env(setup: Setup) -> dict[str, str]:
+    """The setup's own variables as a rank should see them (inherited paths shown as $VAR)."""
+    base = {var: f"${var}" for var in setup.variables}
+    return {k: v for k, v in materialize(base, setup.atoms).items() if k in setup.variables}
+
+
+def execute(
+    run: Run,
+    launcher: Launcher,
+    probe: Probe,
+    workdir: str,
+    inherited_env: Mapping[str, str],
+    pins: Mapping[str, str],
+    gpus: int,
+    python: str = sys.executable,
+) -> ProbeResult:
+    os.makedirs(workdir, exist_ok=True)
+    ctx = LaunchContext(
+        workdir=workdir,
+        inherited_env=inherited_env,
+        pins=pins,
+        rank_argv=probe.rank_argv(run.probe, python),
+        probe_env=probe.rank_env(run.probe),
+        port=free_port(),
+        gpus=gpus,
+    )
+    plan = launcher.build(run, ctx)
+    params = run.probe.params
+    started = time.time()
+    outcomes = run_group(plan.processes, timeout_s=float(params["timeout_s"]), grace_s=float(params.get("grace_s", 5.0)))
+    finished = time.time()
+    ranks = []
+    # One process per rank for the local launcher; launchers that fan out (mpirun) map by rank order.
+    for slot, process, spec in zip(plan.slots, outcomes, plan.processes):
+        rank = RankResult(rank=slot.rank, node=slot.node, local_rank=slot.local_rank, log_path=spec.log_path)
+        report = _read_json(os.path.join(workdir, f"rank{slot.rank}.json"))
+        ranks.append(probe.interpret(rank, process, report, _read_text(spec.log_path)))
+    outcome, cause = verdict(ranks)
+    versions = next((r.versions for r in ranks if r.versions), {})
+    return ProbeResult(
+        run_key=run.key,
+        setup=run.setup.to_json(),
+        grid=run.grid.label,
+        probe=run.probe.to_json(),
+        backend=run.backend,
+        launcher=run.launcher,
+        outcome=outcome,
+        root_cause=cause,
+        ranks=ranks,
+        started_at=started,
+        finished_at=finished,
+        versions={k: v for k, v in versions.items() if k != "libraries"},
+        intended_env=intended_setup_env(run.setup),
+    )

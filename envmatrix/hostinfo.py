@@ -1,0 +1,54 @@
+"""Host facts recorded with every sweep (GPUs, driver, topology) without importing torch."""
+
+from __future__ import annotations
+
+import os
+import platform
+import socket
+from typing import Any, Mapping
+
+from envmatrix.execution.processes import run_capture
+
+
+def parse_gpu_list(text: str) -> list[dict[str, str]]:
+    """Parse ``nvidia-smi --query-gpu=index,name,driver_version,pci.bus_id --format=csv,noheader``."""
+    gpus = []
+    for line in text.splitlines():
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) >= 4 and parts[0].isdigit():
+            gpus.append({"index": parts[0], "name": parts[1], "driver": parts[2], "pci": parts[3]})
+    return gpus
+
+
+def visible_count(total: int, environ: Mapping[str, str]) -> int:
+    """GPUs this process may use, honouring CUDA_VISIBLE_DEVICES."""
+    cvd = environ.get("CUDA_VISIBLE_DEVICES")
+    if cvd is None:
+        return total
+    entries = [e for e in cvd.split(",") if e.strip() and e.strip() != "-1"]
+    return min(total, len(entries)) if all(e.strip().isdigit() for e in entries) else len(entries)
+
+
+def gpu_inventory(environ: Mapping[str, str] | None = None) -> list[dict[str, str]]:
+    environ = os.environ if environ is None else environ
+    done = run_capture(["nvidia-smi", "--query-gpu=index,name,driver_version,pci.bus_id", "--format=csv,noheader"])
+    if done.returncode != 0:
+        return []
+    gpus = parse_gpu_list(done.stdout)
+    return gpus[: visible_count(len(gpus), environ)]
+
+
+def host_facts(with_topology: bool = True) -> dict[str, Any]:
+    gpus = gpu_inventory()
+    facts: dict[str, Any] = {
+        "hostname": socket.gethostname(),
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "gpus": gpus,
+        "driver": gpus[0]["driver"] if gpus else None,
+        "nccl_conf_files": [p for p in (os.path.expanduser("~/.nccl.conf"), "/etc/nccl.conf") if os.path.exists(p)],
+    }
+    if gpus and with_topology:
+        topo = run_capture(["nvidia-smi", "topo", "-m"])
+        facts["topology"] = topo.stdout if topo.returncode == 0 else None
+    return facts

@@ -1,0 +1,73 @@
+"""Launcher ABC + registry (torch elastic's rendezvous registry idea)."""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field
+from typing import Mapping, Optional
+
+from envmatrix.errors import ConfigError, did_you_mean
+from envmatrix.execution.processes import ProcessSpec
+from envmatrix.planning.plan import Run
+
+
+@dataclass(frozen=True)
+class RankSlot:
+    rank: int
+    node: int
+    local_rank: int
+    device: Optional[int]  # GPU index on the host, None on CPU
+
+
+@dataclass(frozen=True)
+class LaunchContext:
+    """Everything a launcher needs besides the run; all values are plain data."""
+
+    workdir: str
+    inherited_env: Mapping[str, str]
+    pins: Mapping[str, str]
+    rank_argv: tuple[str, ...]
+    probe_env: Mapping[str, str] = field(default_factory=dict)
+    port: int = 29500
+    gpus: int = 0
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    processes: tuple[ProcessSpec, ...]
+    slots: tuple[RankSlot, ...]
+    # The env each rank is meant to see (the env-delivery check compares it with what ranks report).
+    intended_env: tuple[Mapping[str, str], ...]
+
+
+class Launcher(abc.ABC):
+    name: str = ""
+
+    @abc.abstractmethod
+    def build(self, run: Run, ctx: LaunchContext) -> LaunchPlan:
+        """Pure: argv/env for every process of ``run``; starts nothing."""
+
+
+_REGISTRY: dict[str, type[Launcher]] = {}
+
+
+def register(cls: type[Launcher]) -> type[Launcher]:
+    existing = _REGISTRY.get(cls.name)
+    if existing is not None and existing is not cls:
+        raise ValueError(f"launcher {cls.name!r} is already registered by {existing.__qualname__}")
+    _REGISTRY[cls.name] = cls
+    return cls
+
+
+def launcher_names() -> tuple[str, ...]:
+    return tuple(sorted(_REGISTRY))
+
+
+def get_launcher(name: str) -> Launcher:
+    cls = _REGISTRY.get(name)
+    if cls is None:
+        raise ConfigError(
+            f"launcher: unknown launcher {name!r}{did_you_mean(name, _REGISTRY)}; "
+            f"allowed: {', '.join(launcher_names())}"
+        )
+    return cls()

@@ -1,0 +1,84 @@
+"""(setups x grids x probe) -> runs with stable ids.
+
+The run key hashes everything that changes what a run measures (setup atoms,
+grid, probe spec, backend, launcher), so a resumed sweep skips exactly the
+runs already done and an edited setup is run again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+from envmatrix.env.atoms import Setup
+from envmatrix.planning.grid import Grid
+
+
+@dataclass(frozen=True)
+class ProbeSpec:
+    """Which probe to run per rank and its parameters (JSON-able)."""
+
+    name: str
+    params_json: str = "{}"
+
+    @classmethod
+    def make(cls, name: str, params: Mapping[str, Any]) -> "ProbeSpec":
+        return cls(name, json.dumps(dict(params), sort_keys=True, default=str))
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return json.loads(self.params_json)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "params": self.params}
+
+
+@dataclass(frozen=True)
+class Run:
+    key: str
+    setup: Setup
+    grid: Grid
+    probe: ProbeSpec
+    backend: str
+    launcher: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "key": self.key,
+            "setup": self.setup.to_json(),
+            "grid": self.grid.label,
+            "probe": self.probe.to_json(),
+            "backend": self.backend,
+            "launcher": self.launcher,
+        }
+
+
+def run_key(setup: Setup, grid: Grid, probe: ProbeSpec, backend: str, launcher: str) -> str:
+    ident = {
+        "setup": setup.name,
+        "atoms": [a.to_json() for a in setup.atoms],
+        "grid": grid.label,
+        "probe": probe.to_json(),
+        "backend": backend,
+        "launcher": launcher,
+    }
+    canon = json.dumps(ident, sort_keys=True)
+    return hashlib.sha256(canon.encode()).hexdigest()[:16]
+
+
+def plan_runs(
+    setups: Sequence[Setup],
+    grids: Sequence[Grid],
+    probe: ProbeSpec,
+    backend: str,
+    launcher: str,
+) -> list[Run]:
+    """Grid-major order: the cheapest grids first surface broken setups soonest."""
+    ordered = sorted(grids, key=lambda g: (g.world, g.nodes))
+    return [
+        Run(run_key(s, g, probe, backend, launcher), s, g, probe, backend, launcher)
+        for g in ordered
+        for s in setups
+    ]

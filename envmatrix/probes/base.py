@@ -1,0 +1,89 @@
+"""Probe ABC + registry: what each rank runs and how its traces become a RankResult."""
+
+from __future__ import annotations
+
+import abc
+from typing import Any, Mapping, Optional
+
+from envmatrix.errors import ConfigError, did_you_mean
+from envmatrix.execution.processes import ProcessOutcome
+from envmatrix.planning.plan import ProbeSpec
+from envmatrix.probes.rootcause import root_cause_line, tail
+from envmatrix.results import CRASH, EXIT_ERROR, LAUNCH_ERROR, PASS, TIMEOUT, PEER_KILLED, RankResult
+
+
+class Probe(abc.ABC):
+    name: str = ""
+    #: parameter -> default; unknown parameters are a config error
+    defaults: Mapping[str, Any] = {}
+
+    def spec(self, params: Mapping[str, Any], where: str = "probe") -> ProbeSpec:
+        unknown = sorted(set(params) - set(self.defaults))
+        if unknown:
+            raise ConfigError(
+                f"{where}: unknown key {unknown[0]!r}{did_you_mean(unknown[0], self.defaults)} for probe "
+                f"{self.name!r}; allowed: {', '.join(sorted(self.defaults))}"
+            )
+        merged = {**self.defaults, **params}
+        self.validate(merged, where)
+        return ProbeSpec.make(self.name, merged)
+
+    def validate(self, params: Mapping[str, Any], where: str) -> None:
+        """Raise ConfigError for bad parameter values."""
+
+    @abc.abstractmethod
+    def rank_argv(self, spec: ProbeSpec, python: str) -> tuple[str, ...]:
+        """argv every rank runs."""
+
+    def rank_env(self, spec: ProbeSpec) -> dict[str, str]:
+        return {}
+
+    @abc.abstractmethod
+    def interpret(self, rank: RankResult, process: ProcessOutcome, report: Optional[dict[str, Any]], log: str) -> RankResult:
+        """Pure: fill outcome/error/root cause of ``rank`` from what the rank left behind."""
+
+
+def from_process(rank: RankResult, process: ProcessOutcome, log: str) -> RankResult:
+    """Outcome when the rank left no verdict of its own: judged by how it ended."""
+    rank.pid, rank.exit_code, rank.signal = process.pid, process.exit_code, process.signal
+    rank.killed_by, rank.ended_at, rank.log_tail = process.killed_by, process.ended_at, tail(log)
+    if process.launch_error:
+        rank.outcome, rank.error = LAUNCH_ERROR, process.launch_error
+    elif process.killed_by == "timeout":
+        rank.outcome = TIMEOUT
+        rank.error = f"killed at the probe timeout (phase {rank.phase or 'unknown'})"
+    elif process.killed_by == "peer_failure":
+        rank.outcome = PEER_KILLED
+        rank.error = "stopped after another rank failed"
+    elif process.signal:
+        rank.outcome, rank.error = CRASH, f"died on {process.signal}"
+    elif process.exit_code == 0:
+        rank.outcome = PASS
+    else:
+        rank.outcome, rank.error = EXIT_ERROR, f"exit code {process.exit_code}"
+    rank.root_cause_line = root_cause_line(log) if rank.outcome not in (PASS, PEER_KILLED, TIMEOUT) else None
+    if rank.outcome == LAUNCH_ERROR:
+        rank.root_cause_line = process.launch_error
+    return rank
+
+
+_REGISTRY: dict[str, type[Probe]] = {}
+
+
+def register(cls: type[Probe]) -> type[Probe]:
+    existing = _REGISTRY.get(cls.name)
+    if existing is not None and existing is not cls:
+        raise ValueError(f"probe {cls.name!r} is already registered by {existing.__qualname__}")
+    _REGISTRY[cls.name] = cls
+    return cls
+
+
+def probe_names() -> tuple[str, ...]:
+    return tuple(sorted(_REGISTRY))
+
+
+def get_probe(name: str) -> Probe:
+    cls = _REGISTRY.get(name)
+    if cls is None:
+        raise ConfigError(f"probe.name: unknown probe {name!r}{did_you_mean(name, _REGISTRY)}; allowed: {', '.join(probe_names())}")
+    return cls()

@@ -1,0 +1,190 @@
+"""Entry point of one built-in probe rank: ``python -m envmatrix.probes.rank_main``.
+
+The only place torch is imported. It reports progress by atomically replacing
+``rank{R}.json`` at each phase, so a rank that hangs or dies still tells the
+driver how far it got.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import traceback
+from typing import Any
+
+from envmatrix.probes.identity import echoed_env, rank_identity
+
+WRONG_RESULT_EXIT = 3
+
+
+class Reporter:
+    def __init__(self, result_dir: str, rank: int) -> None:
+        self.path = os.path.join(result_dir, f"rank{rank}.json")
+        self.data: dict[str, Any] = {"rank": rank, "pid": os.getpid(), "phase": "start", "timings": {}, "checks": []}
+
+    def phase(self, name: str, **extra: Any) -> None:
+        self.data["phase"] = name
+        self.data.update(extra)
+        self.flush()
+
+    def flush(self) -> None:
+        tmp = f"{self.path}.tmp{os.getpid()}"
+        with open(tmp, "w") as fh:
+            json.dump(self.data, fh, default=str)
+        os.replace(tmp, self.path)
+
+
+def loaded_libraries(markers: tuple[str, ...] = ("libnccl", "nccl-net", "libnccl-tuner")) -> list[str]:
+    """Shared objects really mapped into this process (what LD_* setups actually got)."""
+    found: list[str] = []
+    try:
+        with open("/proc/self/maps") as fh:
+            for line in fh:
+                path = line.split()[-1] if "/" in line else ""
+                if path and any(m in os.path.basename(path) for m in markers) and path not in found:
+                    found.append(path)
+    except OSError:
+        pass
+    return found
+
+
+def nccl_version_of(path: str) -> str | None:
+    import ctypes
+
+    try:
+        lib = ctypes.CDLL(path)
+        version = ctypes.c_int(0)
+        if lib.ncclGetVersion(ctypes.byref(version)) != 0:
+            return None
+    except (OSError, AttributeError):
+        return None
+    code = version.value
+    major, rest = divmod(code, 10000) if code >= 10000 else divmod(code, 1000)
+    minor, patch = divmod(rest, 100)
+    return f"{major}.{minor}.{patch}"
+
+
+def run_checks(dist: Any, torch: Any, device: Any, world: int, rank: int, numel: int, collectives: list[str]) -> list[dict[str, Any]]:
+    """Value-checked collectives; each check counts wrong elements like nccl-tests' #wrong."""
+    checks = []
+    for name in collectives:
+        t0 = time.perf_counter()
+        if name == "allreduce":
+            buf = torch.full((numel,), float(rank + 1), device=device)
+            dist.all_reduce(buf)
+            expected = torch.full_like(buf, world * (world + 1) / 2)
+            got = buf
+        elif name == "allgather":
+            mine = torch.full((numel,), float(rank + 1), device=device)
+            outs = [torch.empty_like(mine) for _ in range(world)]
+            dist.all_gather(outs, mine)
+            got = torch.cat(outs)
+            expected = torch.cat([torch.full_like(mine, float(i + 1)) for i in range(world)])
+        elif name == "alltoall":
+            chunk = max(1, numel // world)
+            send = torch.cat([torch.full((chunk,), float(rank * world + j), device=device) for j in range(world)])
+            got = torch.empty_like(send)
+            dist.all_to_all_single(got, send)
+            expected = torch.cat([torch.full((chunk,), float(i * world + rank), device=device) for i in range(world)])
+        else:
+            raise ValueError(f"unknown collective {name!r}")
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        wrong = int((got != expected).sum().item())
+        checks.append({"collective": name, "numel": int(got.numel()), "wrong": wrong, "seconds": time.perf_counter() - t0})
+    return checks
+
+
+def main() -> int:
+    spec = json.loads(os.environ.get("ENVMATRIX_PROBE", "{}"))
+    identity = rank_identity(os.environ)
+    if identity is None:
+        print("envmatrix rank: no rank variables (RANK/WORLD_SIZE, OMPI_COMM_WORLD_*, PMI_*, SLURM_*) set", file=sys.stderr)
+        return 2
+    rank, world, local_rank = identity
+    reporter = Reporter(os.environ.get("ENVMATRIX_RESULT_DIR", "."), rank)
+    reporter.data.update(env=echoed_env(os.environ), world=world, local_rank=local_rank)
+    started = time.perf_counter()
+    try:
+        reporter.phase("import")
+        import datetime
+
+        import torch
+        import torch.distributed as dist
+
+        backend = os.environ.get("ENVMATRIX_BACKEND", "gloo")
+        versions: dict[str, Any] = {"torch": torch.__version__, "python": sys.version.split()[0]}
+        if backend == "nccl":
+            versions["nccl_torch_built"] = ".".join(map(str, torch.cuda.nccl.version()))
+        reporter.data["versions"] = versions
+        reporter.data["timings"]["import_s"] = time.perf_counter() - started
+
+        reporter.phase("init")
+        t0 = time.perf_counter()
+        timeout = datetime.timedelta(seconds=float(spec.get("timeout_s", 120)))
+        if backend == "nccl":
+            device = torch.device("cuda", int(os.environ.get("ENVMATRIX_DEVICE", local_rank)))
+            torch.cuda.set_device(device)
+            reporter.data["device"] = torch.cuda.get_device_name(device)
+            dist.init_process_group("nccl", rank=rank, world_size=world, timeout=timeout, device_id=device)
+            # device_id makes NCCL create its communicator now; a barrier proves it works.
+            dist.barrier()
+        else:
+            device = torch.device("cpu")
+            reporter.data["device"] = "cpu"
+            dist.init_process_group("gloo", rank=rank, world_size=world, timeout=timeout)
+        reporter.data["timings"]["init_s"] = time.perf_counter() - t0
+        libs = loaded_libraries()
+        versions["libraries"] = libs
+        nccl_libs = [p for p in libs if os.path.basename(p).startswith("libnccl.so")]
+        if nccl_libs:
+            versions["nccl_loaded_path"] = nccl_libs[0]
+            versions["nccl_loaded"] = nccl_version_of(nccl_libs[0])
+        versions["net_plugins"] = [p for p in libs if "nccl-net" in os.path.basename(p)]
+    except Exception as exc:  # noqa: BLE001 - every failure is data
+        return _fail(reporter, "init_error", exc)
+
+    try:
+        reporter.phase("collectives")
+        t0 = time.perf_counter()
+        checks = run_checks(dist, torch, device, world, rank, int(spec.get("numel", 4096)), list(spec.get("collectives", ["allreduce"])))
+        reporter.data["checks"] = checks
+        reporter.data["timings"]["collectives_s"] = time.perf_counter() - t0
+    except Exception as exc:  # noqa: BLE001
+        return _fail(reporter, "collective_error", exc)
+
+    wrong = [c for c in checks if c["wrong"]]
+    if wrong:
+        reporter.data["error"] = "; ".join(f"{c['collective']}: {c['wrong']} of {c['numel']} elements wrong" for c in wrong)
+        reporter.phase("done", outcome="wrong_result")
+        _finish(dist)
+        return WRONG_RESULT_EXIT
+    _finish(dist)
+    reporter.data["timings"]["total_s"] = time.perf_counter() - started
+    reporter.phase("done", outcome="pass")
+    return 0
+
+
+def _fail(reporter: Reporter, outcome: str, exc: BaseException) -> int:
+    reporter.data["error"] = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+    reporter.data["traceback"] = traceback.format_exc()[-6000:]
+    reporter.phase(reporter.data["phase"], outcome=outcome)
+    print(reporter.data["traceback"], file=sys.stderr, flush=True)
+    return 1
+
+
+def _finish(dist: Any) -> None:
+    try:
+        dist.destroy_process_group()
+    except Exception:  # noqa: BLE001 - teardown problems must not mask the result
+        pass
+
+
+if __name__ == "__main__":
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Skip interpreter teardown: NCCL/gloo destructors can hang after a failure.
+    os._exit(code)

@@ -1,0 +1,80 @@
+"""rich rendering: live sweep progress and the matrix tables on screen."""
+
+from __future__ import annotations
+
+import time
+from typing import Optional
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+from envmatrix.reporting.matrix import Matrix
+from envmatrix.results import ProbeResult
+from envmatrix.sweep import SweepProgress
+
+
+def _fmt_eta(seconds: Optional[float]) -> str:
+    if seconds is None:
+        return "?"
+    return time.strftime("%H:%M:%S", time.gmtime(seconds)) if seconds >= 60 else f"{seconds:.0f}s"
+
+
+class LiveProgress:
+    """A sweep listener: done/total, pass/fail, current setup x grid, ETA."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.live: Optional[Live] = None
+        self.last: Optional[str] = None
+
+    def _render(self, p: SweepProgress) -> Group:
+        current = f"({p.current.setup.name}) on {p.current.grid.label}" if p.current else "-"
+        line = Text.assemble(
+            ("sweep ", "bold"),
+            f"{p.done + p.skipped}/{p.total} ",
+            (f"pass {p.passed} ", "green"),
+            (f"fail {p.failed} ", "red" if p.failed else "dim"),
+            (f"resumed {p.skipped} ", "dim"),
+            f"now {current}  ETA {_fmt_eta(p.eta_s())}",
+        )
+        return Group(line, Text(self.last or "", style="dim"))
+
+    def __call__(self, event: str, progress: SweepProgress, result: Optional[ProbeResult]) -> None:
+        if event == "start":
+            self.live = Live(self._render(progress), console=self.console, refresh_per_second=4, transient=False)
+            self.live.start()
+            return
+        if result is not None:
+            mark = "pass" if result.passed else f"{result.outcome}: {result.root_cause.get('line') or ''}"[:160]
+            self.last = f"({result.setup_name}) {result.grid}: {mark}"
+        if self.live is not None:
+            self.live.update(self._render(progress))
+            if event == "end":
+                self.live.stop()
+
+
+def matrix_tables(matrix: Matrix, title: str) -> Group:
+    table = Table(title=title)
+    table.add_column("grid", style="bold")
+    for column in matrix.columns:
+        table.add_column(Text(f"({column})"), justify="center")
+    style = {"1": "green", "0": "bold red", "-": "dim"}
+    for row in matrix.rows:
+        table.add_row(Text(row), *[Text(matrix.cell(row, c), style=style[matrix.cell(row, c)]) for c in matrix.columns])
+    legend = Table(title="setups (diff against the first)", show_header=True)
+    legend.add_column("setup")
+    legend.add_column("env", overflow="fold")
+    for name, env in matrix.legend:
+        legend.add_row(Text(f"({name})"), Text(env))
+    parts = [table, legend]
+    if matrix.failures:
+        fails = Table(title="failures")
+        for col in ("setup", "grid", "class", "rank", "root cause"):
+            fails.add_column(col, overflow="fold")
+        for f in matrix.failures:
+            cells = (f"({f.setup})", f.grid, f.outcome, "" if f.rank is None else str(f.rank), f.line[:300])
+            fails.add_row(*map(Text, cells))
+        parts.append(fails)
+    return Group(*parts)

@@ -1,0 +1,74 @@
+"""Report formats registry: markdown and json files in the run directory."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Callable, Sequence
+
+from envmatrix.errors import ConfigError
+from envmatrix.reporting.matrix import Matrix
+from envmatrix.results import ProbeResult
+
+
+def _md_escape(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def render_markdown(matrix: Matrix, results: Sequence[ProbeResult], title: str) -> str:
+    out = [f"# {title}", "", "1 = every rank passed init and the value-checked collectives; 0 = failure; - = not run.", ""]
+    out.append("| grid | " + " | ".join(f"({c})" for c in matrix.columns) + " |")
+    out.append("| ---- | " + " | ".join("---" for _ in matrix.columns) + " |")
+    for row in matrix.rows:
+        out.append(f"| {row} | " + " | ".join(matrix.cell(row, c) for c in matrix.columns) + " |")
+    out += ["", "## Setups", "", "| setup | env (diff against the first setup) |", "| --- | --- |"]
+    out += [f"| ({name}) | `{_md_escape(env)}` |" for name, env in matrix.legend]
+    if matrix.failures:
+        out += ["", "## Failures", "", "| setup | grid | class | rank | root cause |", "| --- | --- | --- | --- | --- |"]
+        out += [
+            f"| ({f.setup}) | {f.grid} | {f.outcome} | {'' if f.rank is None else f.rank} | {_md_escape(f.line)[:300]} |"
+            for f in matrix.failures
+        ]
+    versions = next((r.versions for r in results if r.versions), {})
+    if versions:
+        out += ["", "## Versions", ""] + [f"- {k}: {v}" for k, v in sorted(versions.items())]
+    return "\n".join(out) + "\n"
+
+
+def render_json(matrix: Matrix, results: Sequence[ProbeResult], title: str) -> str:
+    payload = {
+        "title": title,
+        "matrix": {row: {c: matrix.cell(row, c) for c in matrix.columns} for row in matrix.rows},
+        "legend": dict(matrix.legend),
+        "results": [r.to_json() for r in results],
+    }
+    return json.dumps(payload, indent=1, sort_keys=True, default=str)
+
+
+_FORMATS: dict[str, tuple[str, Callable[[Matrix, Sequence[ProbeResult], str], str]]] = {
+    "markdown": ("matrix.md", render_markdown),
+    "json": ("results.json", render_json),
+}
+
+
+def format_names() -> tuple[str, ...]:
+    return tuple(_FORMATS)
+
+
+def get_format(name: str):
+    if name not in _FORMATS:
+        raise ConfigError(f"report format {name!r} unknown; allowed: {', '.join(_FORMATS)}")
+    return _FORMATS[name]
+
+
+def write_reports(run_dir: str, matrix: Matrix, results: Sequence[ProbeResult], title: str) -> list[str]:
+    paths = []
+    for name in _FORMATS:
+        filename, render = _FORMATS[name]
+        path = os.path.join(run_dir, filename)
+        tmp = f"{path}.tmp"
+        with open(tmp, "w") as fh:
+            fh.write(render(matrix, results, title))
+        os.replace(tmp, path)
+        paths.append(path)
+    return paths

@@ -1,0 +1,69 @@
+"""The seed-003 matrix: rows = grids, columns = setups, cells 1/0 (pure)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional, Sequence
+
+from envmatrix.env.atoms import Atom, Setup, setup_diff
+from envmatrix.planning.plan import Run
+from envmatrix.results import ProbeResult
+
+
+@dataclass
+class Failure:
+    setup: str
+    grid: str
+    outcome: str
+    rank: Optional[int]
+    line: str
+
+
+@dataclass
+class Matrix:
+    columns: list[str]
+    rows: list[str]
+    cells: dict[tuple[str, str], Optional[ProbeResult]]
+    legend: list[tuple[str, str]]  # (column, env text)
+    failures: list[Failure] = field(default_factory=list)
+
+    def cell(self, grid: str, setup: str) -> str:
+        result = self.cells.get((grid, setup))
+        if result is None:
+            return "-"
+        return "1" if result.passed else "0"
+
+    @property
+    def counts(self) -> tuple[int, int, int]:
+        results = [r for r in self.cells.values() if r is not None]
+        passed = sum(r.passed for r in results)
+        return passed, len(results) - passed, len(self.cells) - len(results)
+
+
+def _setup_of(data: dict) -> Setup:
+    return Setup(data["name"], tuple(Atom.from_json(a) for a in data.get("atoms", [])))
+
+
+def legend_for(setups: Sequence[Setup]) -> list[tuple[str, str]]:
+    """First column in full; every other column as a diff against it."""
+    if not setups:
+        return []
+    first = setups[0]
+    rows = [(first.name, "; ".join(map(str, first.atoms)) or "(inherited env only)")]
+    for setup in setups[1:]:
+        rows.append((setup.name, "; ".join(setup_diff(first, setup)) or f"same as {first.name}"))
+    return rows
+
+
+def build_matrix(runs: Sequence[Run], results: Sequence[ProbeResult]) -> Matrix:
+    by_key = {r.run_key: r for r in results}
+    setups = list({r.setup.name: r.setup for r in runs}.values())
+    columns = [s.name for s in setups]
+    rows = list(dict.fromkeys(r.grid.label for r in runs))
+    cells = {(r.grid.label, r.setup.name): by_key.get(r.key) for r in runs}
+    failures = [
+        Failure(res.setup_name, res.grid, res.outcome, res.root_cause.get("rank"), str(res.root_cause.get("line") or ""))
+        for (grid, setup), res in cells.items()
+        if res is not None and not res.passed
+    ]
+    return Matrix(columns, rows, cells, legend_for(setups), failures)

@@ -1,0 +1,106 @@
+"""The one result schema: what every probe, launcher and store speaks.
+
+Per-rank records follow torch elastic's ProcessFailure (exit code, signal, log
+tail, failure class); the run's root cause is the first observed failure.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any, Optional
+
+# Ordered from "most specific" to "least": used to pick a run's class when
+# several ranks failed at the same instant.
+PASS = "pass"
+INIT_ERROR = "init_error"
+COLLECTIVE_ERROR = "collective_error"
+WRONG_RESULT = "wrong_result"
+TIMEOUT = "timeout"
+CRASH = "crash"
+LAUNCH_ERROR = "launch_error"
+EXIT_ERROR = "exit_error"  # non-zero exit without a structured rank report
+UNRESOLVED = "unresolved"  # command probe exit 125 (git-bisect "skip")
+PEER_KILLED = "peer_killed"  # stopped by the harness after another rank failed
+
+OUTCOMES = (
+    PASS,
+    INIT_ERROR,
+    COLLECTIVE_ERROR,
+    WRONG_RESULT,
+    TIMEOUT,
+    CRASH,
+    LAUNCH_ERROR,
+    EXIT_ERROR,
+    UNRESOLVED,
+)
+
+
+@dataclass
+class RankResult:
+    rank: int
+    node: int = 0
+    local_rank: int = 0
+    pid: Optional[int] = None
+    exit_code: Optional[int] = None
+    signal: Optional[str] = None
+    killed_by: Optional[str] = None  # "timeout" | "peer_failure" | None
+    outcome: str = EXIT_ERROR
+    phase: Optional[str] = None  # last phase the rank reported entering
+    error: Optional[str] = None
+    root_cause_line: Optional[str] = None
+    ended_at: Optional[float] = None  # wall clock when the rank ended (first failure ordering)
+    env: dict[str, str] = field(default_factory=dict)  # NCCL_*/FI_*/LD_*... the rank saw
+    versions: dict[str, Any] = field(default_factory=dict)
+    device: Optional[str] = None
+    timings: dict[str, float] = field(default_factory=dict)
+    checks: list[dict[str, Any]] = field(default_factory=list)
+    log_path: Optional[str] = None
+    log_tail: str = ""
+
+
+@dataclass
+class ProbeResult:
+    run_key: str
+    setup: dict[str, Any]
+    grid: str
+    probe: dict[str, Any]
+    backend: str
+    launcher: str
+    outcome: str
+    root_cause: dict[str, Any] = field(default_factory=dict)  # {rank, outcome, line}
+    ranks: list[RankResult] = field(default_factory=list)
+    started_at: float = 0.0
+    finished_at: float = 0.0
+    host: dict[str, Any] = field(default_factory=dict)
+    versions: dict[str, Any] = field(default_factory=dict)
+    metrics: list[dict[str, Any]] = field(default_factory=list)  # bench rows (per size)
+    intended_env: dict[str, str] = field(default_factory=dict)  # setup env as applied
+    sweep_id: Optional[str] = None
+
+    @property
+    def passed(self) -> bool:
+        return self.outcome == PASS
+
+    @property
+    def duration_s(self) -> float:
+        return max(0.0, self.finished_at - self.started_at)
+
+    @property
+    def setup_name(self) -> str:
+        return str(self.setup.get("name", "?"))
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["duration_s"] = round(self.duration_s, 3)
+        return data
+
+    def dumps(self) -> str:
+        return json.dumps(self.to_json(), sort_keys=True, default=str)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "ProbeResult":
+        data = dict(data)
+        data.pop("duration_s", None)
+        ranks = [RankResult(**r) for r in data.pop("ranks", [])]
+        return cls(ranks=ranks, **data)

@@ -1,0 +1,156 @@
+"""SQLite store in WAL mode; one transaction per result, so SIGKILL loses nothing committed."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import time
+from typing import Any, Iterable, Optional
+
+from envmatrix.results import ProbeResult
+from envmatrix.store.base import ResultStore, register_scheme
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS sweeps (
+    id TEXT PRIMARY KEY,
+    created REAL NOT NULL,
+    config_json TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS results (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_key TEXT NOT NULL,
+    attempt INTEGER NOT NULL,
+    sweep_id TEXT,
+    setup_name TEXT NOT NULL,
+    grid TEXT NOT NULL,
+    probe TEXT NOT NULL,
+    backend TEXT NOT NULL,
+    launcher TEXT NOT NULL,
+    outcome TEXT NOT NULL,
+    root_cause TEXT,
+    started REAL NOT NULL,
+    finished REAL NOT NULL,
+    result_json TEXT NOT NULL,
+    UNIQUE (run_key, attempt)
+);
+CREATE INDEX IF NOT EXISTS results_sweep ON results (sweep_id);
+CREATE TABLE IF NOT EXISTS metrics (
+    seq INTEGER NOT NULL REFERENCES results (seq),
+    collective TEXT NOT NULL,
+    size_bytes INTEGER NOT NULL,
+    in_place INTEGER NOT NULL DEFAULT 0,
+    busbw_gbps REAL,
+    algbw_gbps REAL,
+    time_us REAL,
+    wrong INTEGER,
+    row_json TEXT NOT NULL
+);
+"""
+
+
+@register_scheme("sqlite")
+class SqliteStore(ResultStore):
+    def __init__(self, path: str) -> None:
+        self.path = path
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        self.db = sqlite3.connect(path, timeout=30, isolation_level=None)
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute("PRAGMA synchronous=FULL")
+        self.db.executescript(_SCHEMA)
+
+    @classmethod
+    def from_url(cls, url: str) -> "SqliteStore":
+        return cls(url.split("://", 1)[1] if "://" in url else url)
+
+    def open_sweep(self, sweep_id: str, config: dict[str, Any]) -> None:
+        self.db.execute(
+            "INSERT OR IGNORE INTO sweeps (id, created, config_json) VALUES (?, ?, ?)",
+            (sweep_id, time.time(), json.dumps(config, sort_keys=True, default=str)),
+        )
+
+    def completed_keys(self, run_keys: Iterable[str]) -> set[str]:
+        keys = list(run_keys)
+        done: set[str] = set()
+        for i in range(0, len(keys), 500):
+            chunk = keys[i : i + 500]
+            marks = ",".join("?" * len(chunk))
+            done.update(r[0] for r in self.db.execute(f"SELECT DISTINCT run_key FROM results WHERE run_key IN ({marks})", chunk))
+        return done
+
+    def put(self, result: ProbeResult) -> int:
+        cur = self.db.cursor()
+        cur.execute("BEGIN IMMEDIATE")
+        try:
+            (attempt,) = cur.execute("SELECT COALESCE(MAX(attempt), 0) + 1 FROM results WHERE run_key = ?", (result.run_key,)).fetchone()
+            cur.execute(
+                "INSERT INTO results (run_key, attempt, sweep_id, setup_name, grid, probe, backend, launcher, outcome,"
+                " root_cause, started, finished, result_json) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                (
+                    result.run_key,
+                    attempt,
+                    result.sweep_id,
+                    result.setup_name,
+                    result.grid,
+                    result.probe.get("name", "?"),
+                    result.backend,
+                    result.launcher,
+                    result.outcome,
+                    (result.root_cause or {}).get("line"),
+                    result.started_at,
+                    result.finished_at,
+                    result.dumps(),
+                ),
+            )
+            seq = cur.lastrowid
+            for row in result.metrics:
+                cur.execute(
+                    "INSERT INTO metrics (seq, collective, size_bytes, in_place, busbw_gbps, algbw_gbps, time_us, wrong, row_json)"
+                    " VALUES (?,?,?,?,?,?,?,?,?)",
+                    (
+                        seq,
+                        row.get("collective"),
+                        int(row.get("size_bytes", 0)),
+                        int(bool(row.get("in_place"))),
+                        row.get("busbw_gbps"),
+                        row.get("algbw_gbps"),
+                        row.get("time_us"),
+                        row.get("wrong"),
+                        json.dumps(row, sort_keys=True),
+                    ),
+                )
+            cur.execute("COMMIT")
+        except BaseException:
+            cur.execute("ROLLBACK")
+            raise
+        return attempt
+
+    def latest(self, run_keys: Optional[Iterable[str]] = None, sweep_id: Optional[str] = None) -> list[ProbeResult]:
+        rows = self.db.execute(
+            "SELECT r.run_key, r.result_json FROM results r JOIN (SELECT run_key, MAX(attempt) AS a FROM results GROUP BY run_key) m"
+            " ON r.run_key = m.run_key AND r.attempt = m.a ORDER BY r.seq"
+        ).fetchall()
+        wanted = None if run_keys is None else set(run_keys)
+        out = []
+        for key, blob in rows:
+            if wanted is not None and key not in wanted:
+                continue
+            result = ProbeResult.from_json(json.loads(blob))
+            if sweep_id is not None and wanted is None and result.sweep_id != sweep_id:
+                continue
+            out.append(result)
+        return out
+
+    def count(self, run_key: Optional[str] = None) -> int:
+        if run_key is None:
+            return self.db.execute("SELECT COUNT(*) FROM results").fetchone()[0]
+        return self.db.execute("SELECT COUNT(*) FROM results WHERE run_key = ?", (run_key,)).fetchone()[0]
+
+    def sweeps(self) -> list[dict[str, Any]]:
+        return [
+            {"id": i, "created": c, "config": json.loads(j)}
+            for i, c, j in self.db.execute("SELECT id, created, config_json FROM sweeps ORDER BY created")
+        ]
+
+    def close(self) -> None:
+        self.db.close()

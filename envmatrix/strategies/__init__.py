@@ -1,0 +1,97 @@
+"""Setup generation: explicit setups plus strategies (leave_out, product, pairwise, ...).
+
+``expand_setups`` is the one entry point: it parses the top-level ``setups:``,
+runs every ``strategies:`` entry in order (each may name as ``base:`` any setup
+defined before it), drops setups whose atoms equal an earlier one's (the first
+name wins; later names are kept in its ``meta`` as ``alias``) and checks names.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Mapping, Sequence
+
+from envmatrix.env.atoms import Setup, unique_names
+from envmatrix.errors import ConfigError
+from envmatrix.strategies import explicit, leave_in, leave_out, pairwise, product, random_sample  # noqa: F401  (register)
+from envmatrix.strategies.base import (
+    Strategy,
+    StrategyContext,
+    ValueSource,
+    get_strategy,
+    register,
+    registered_kinds,
+)
+from envmatrix.strategies.explicit import parse_setups
+
+__all__ = [
+    "Strategy",
+    "StrategyContext",
+    "ValueSource",
+    "expand_setups",
+    "get_strategy",
+    "register",
+    "registered_kinds",
+    "setup_key",
+]
+
+
+def setup_key(setup: Setup) -> tuple:
+    """What makes two setups the same env: the atoms, ignoring the order of
+    different variables but keeping the order of one variable's path entries."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for atom in setup.atoms:
+        groups.setdefault((atom.var, atom.op), []).append(atom.value)
+    return tuple(sorted((var, op, tuple(vals)) for (var, op), vals in groups.items()))
+
+
+def expand_setups(
+    explicit: Mapping[str, Mapping] | None,
+    strategies: Sequence[Mapping] | None,
+    values: ValueSource,
+    seed: int = 0,
+    where: str = "config",
+) -> list[Setup]:
+    """All setups of a config, in order: explicit ones, then each strategy's."""
+    out: list[Setup] = []
+    by_key: dict[tuple, int] = {}
+    named: dict[str, Setup] = {}
+
+    def add(setups: list[Setup]) -> None:
+        for s in setups:
+            named.setdefault(s.name, s)
+            key = setup_key(s)
+            if key in by_key:
+                i = by_key[key]
+                kept = out[i]
+                if s.name != kept.name:
+                    out[i] = dataclasses.replace(kept, meta=kept.meta + (("alias", s.name),))
+                continue
+            by_key[key] = len(out)
+            out.append(s)
+
+    add(parse_setups(explicit, f"{where}: setups", origin="explicit"))
+
+    if strategies is not None:
+        if isinstance(strategies, (str, bytes, Mapping)) or not isinstance(strategies, Sequence):
+            raise ConfigError(
+                f"{where}: strategies: expected a list of mappings with `kind:`; got {type(strategies).__name__}"
+            )
+        for i, spec in enumerate(strategies):
+            swhere = f"{where}: strategies[{i}]"
+            if not isinstance(spec, Mapping):
+                raise ConfigError(
+                    f"{swhere}: expected a mapping with `kind:`; got {type(spec).__name__}; "
+                    f"allowed kinds: {', '.join(registered_kinds())}"
+                )
+            strategy = get_strategy(spec.get("kind"), swhere)
+            ctx = StrategyContext(named=dict(named), values=values, seed=seed, where=swhere)
+            add(strategy.generate(spec, ctx))
+
+    if not out:
+        raise ConfigError(f"{where}: no setups: give `setups:` or `strategies:`")
+    try:
+        unique_names(out)
+    except ConfigError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+    return out

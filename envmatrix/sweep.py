@@ -1,0 +1,91 @@
+"""The sweep driver: plan -> (skip done) -> execute each run -> commit at once."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Mapping, Optional
+
+from envmatrix.config.resolve import SweepInput
+from envmatrix.execution.runner import execute
+from envmatrix.launchers import get_launcher
+from envmatrix.planning.plan import Run, plan_runs
+from envmatrix.probes import get_probe
+from envmatrix.results import ProbeResult
+from envmatrix.store.base import ResultStore
+
+
+def sweep_id(inp: SweepInput, runs: list[Run]) -> str:
+    canon = json.dumps(sorted(r.key for r in runs))
+    return f"{inp.name}-{hashlib.sha256(canon.encode()).hexdigest()[:10]}"
+
+
+@dataclass
+class SweepProgress:
+    total: int
+    skipped: int = 0
+    done: int = 0
+    passed: int = 0
+    failed: int = 0
+    current: Optional[Run] = None
+    started: float = field(default_factory=time.time)
+
+    @property
+    def remaining(self) -> int:
+        return self.total - self.skipped - self.done
+
+    def eta_s(self) -> Optional[float]:
+        if not self.done:
+            return None
+        return (time.time() - self.started) / self.done * self.remaining
+
+
+Listener = Callable[[str, SweepProgress, Optional[ProbeResult]], None]
+
+
+def plan_sweep(inp: SweepInput) -> list[Run]:
+    return plan_runs(inp.setups, inp.grids, inp.probe, inp.backend, inp.launcher)
+
+
+def run_sweep(
+    inp: SweepInput,
+    store: ResultStore,
+    run_dir: str,
+    inherited_env: Mapping[str, str],
+    pins: Mapping[str, str],
+    gpus: int,
+    host: dict,
+    rerun: bool = False,
+    listener: Optional[Listener] = None,
+) -> tuple[str, list[Run], list[ProbeResult]]:
+    runs = plan_sweep(inp)
+    sid = sweep_id(inp, runs)
+    store.open_sweep(sid, {"config": inp.config, "conf_file": str(inp.conf_file), "runs": [r.key for r in runs]})
+    done = set() if rerun else store.completed_keys(r.key for r in runs)
+    progress = SweepProgress(total=len(runs), skipped=len(done))
+    launcher, probe = get_launcher(inp.launcher), get_probe(inp.probe.name)
+    notify = listener or (lambda *_: None)
+    notify("start", progress, None)
+    for run in runs:
+        if run.key in done:
+            continue
+        progress.current = run
+        notify("run", progress, None)
+        workdir = os.path.join(run_dir, "logs", f"{run.grid.label}_{_safe(run.setup.name)}_{run.key}", f"{time.strftime('%Y%m%dT%H%M%S')}-{time.time_ns() % 10**9:09d}")
+        result = execute(run, launcher, probe, workdir, inherited_env, pins, gpus)
+        result.sweep_id, result.host = sid, host
+        store.put(result)
+        progress.done += 1
+        progress.passed += result.passed
+        progress.failed += not result.passed
+        notify("result", progress, result)
+    progress.current = None
+    notify("end", progress, None)
+    return sid, runs, store.latest(run_keys=[r.key for r in runs])
+
+
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)[:40]

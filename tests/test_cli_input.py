@@ -1,0 +1,113 @@
+"""Bad input: one line naming file/key/value and what is allowed, exit 2, nothing written."""
+
+import subprocess
+import sys
+
+import pytest
+
+from conftest import write_conf
+
+GOOD = "backend: gloo\ngrids: [1x2]\nsetups:\n  a: {NCCL_ALGO: Ring}\n"
+
+
+def _bad(cli, tmp_path, *args):
+    out = tmp_path / "out"
+    done = cli.run("sweep", *args, "--out", str(out))
+    assert done.returncode == 2, done.stdout + done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("envmatrix: error: "), done.stderr
+    assert not out.exists(), "bad input must write nothing"
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    "conf_text,expected",
+    [
+        (GOOD.replace("NCCL_ALGO: Ring", "NCCL_NET_GDR_LEVL: PHB"), ["setups.a.NCCL_NET_GDR_LEVL", "did you mean NCCL_NET_GDR_LEVEL?"]),
+        (GOOD.replace("NCCL_ALGO: Ring", "NCCL_NET_GDR_LEVEL: PHX"), ["'PHX'", "LOC, PIX, PXB, PHB, SYS"]),
+        (GOOD.replace("[1x2]", "[2y2]"), ["'2y2'", "NxP"]),
+        (GOOD + "setups_extra: 1\n", ["setups_extra", "allowed:"]),
+        ("backend: gloo\ngrids: [1x2\nsetups: {}\n", ["malformed YAML", "bad.yaml:3:"]),
+        (GOOD.replace("backend: gloo", "backend: mpi"), ["backend", "'mpi'", "nccl, gloo"]),
+        (GOOD + "strategies: [{kind: leave_ot, base: a, vars: [NCCL_ALGO]}]\n", ["leave_ot", "did you mean leave_out"]),
+        (GOOD + "probe: {timeout_s: -1}\n", ["probe.timeout_s", "> 0"]),
+        (GOOD + "probe: {colectives: [allreduce]}\n", ["colectives", "did you mean collectives?"]),
+    ],
+    ids=["typo", "bad-value", "bad-grid", "unknown-key", "malformed-yaml", "bad-backend", "bad-strategy", "bad-timeout", "probe-typo"],
+)
+def test_bad_conf(cli, tmp_path, conf_text, expected):
+    conf = write_conf(tmp_path / "bad.yaml", conf_text)
+    line = _bad(cli, tmp_path, f"conf={conf}")
+    for text in expected:
+        assert text in line
+
+
+def test_missing_conf_file(cli, tmp_path):
+    line = _bad(cli, tmp_path, "conf=aws_of")
+    assert "conf=aws_of" in line and "did you mean aws_ofi" in line
+
+
+def test_bad_overrides(cli, tmp_path):
+    conf = write_conf(tmp_path / "ok.yaml", GOOD)
+    assert "grids=[1x2,2x2]" in _bad(cli, tmp_path, f"conf={conf}", "grids=1x2,2x2")
+    assert "max_local_ranks" in _bad(cli, tmp_path, f"conf={conf}", "max_local_ranks=abc")
+    assert "'2x9x'" in _bad(cli, tmp_path, f"conf={conf}", "grids=[2x9x]")
+    assert "unknown key 'gridz'" in _bad(cli, tmp_path, f"conf={conf}", "gridz=[1x2]")
+
+
+def test_grid_too_large_for_gloo_host(cli, tmp_path):
+    conf = write_conf(tmp_path / "ok.yaml", GOOD)
+    assert "max_local_ranks" in _bad(cli, tmp_path, f"conf={conf}", "grids=[8x4]")
+
+
+def test_setup_cannot_override_safety_pin(cli, tmp_path):
+    cli.env["NCCL_NVLS_ENABLE"] = "0"
+    conf = write_conf(tmp_path / "pin.yaml", GOOD.replace("NCCL_ALGO: Ring", "NCCL_NVLS_ENABLE: 1"))
+    line = _bad(cli, tmp_path, f"conf={conf}")
+    assert "safety pin" in line and "NCCL_NVLS_ENABLE=0" in line
+
+
+def test_allow_unknown_vars_lets_site_variables_through(cli, tmp_path):
+    conf = write_conf(tmp_path / "site.yaml", GOOD.replace("NCCL_ALGO: Ring", "MYSITE_FABRIC: slingshot"))
+    _bad(cli, tmp_path, f"conf={conf}")
+    done = cli.run("sweep", f"conf={conf}", "--allow-unknown-vars", "--dry-run")
+    assert done.returncode == 0 and "MYSITE_FABRIC=slingshot" in done.stdout
+
+
+def test_debug_shows_traceback(cli, tmp_path):
+    done = cli.run("--debug", "sweep", "conf=nope_nope")
+    assert done.returncode == 2 and "Traceback" in done.stderr
+
+
+def test_help_on_every_command(cli):
+    for args in (["--help"], ["sweep", "--help"]):
+        done = cli.run(*args)
+        assert done.returncode == 0 and "usage: envmatrix" in done.stdout
+    assert "--dry-run" in cli.run("sweep", "--help").stdout
+
+
+def test_dry_run_prints_plan_and_writes_nothing(cli, tmp_path):
+    done = cli.run("sweep", "conf=aws_ofi.yaml", "backend=gloo", "--dry-run", "--out", str(tmp_path / "o"))
+    assert done.returncode == 0, done.stderr
+    assert "4 setups x 4 grids = 16 runs" in done.stdout
+    assert "export LD_LIBRARY_PATH=/soft/libraries/hwloc/lib/:$LD_LIBRARY_PATH" in done.stdout
+    assert "export LD_LIBRARY_PATH=/soft/libraries/aws-ofi-nccl/v1.9.1-aws/lib:$LD_LIBRARY_PATH" in done.stdout
+    assert not (tmp_path / "o").exists()
+
+
+def test_conf_by_name_with_and_without_suffix_and_overrides(cli):
+    a = cli.run("sweep", "conf=aws_ofi", "backend=gloo", "grids=[1x2,2x2]", "probe.timeout_s=60", "--dry-run")
+    b = cli.run("sweep", "conf=aws_ofi.yaml", "backend=gloo", "grids=[1x2,2x2]", "probe.timeout_s=60", "--dry-run")
+    assert a.returncode == b.returncode == 0
+    assert a.stdout == b.stdout and "4 setups x 2 grids = 8 runs" in a.stdout
+
+
+def test_driver_never_imports_torch():
+    code = (
+        "import sys; from envmatrix.cli import build_parser, _prepare; "
+        "args = build_parser().parse_args(['sweep', 'conf=aws_ofi', 'backend=gloo']); _prepare(args); "
+        "import envmatrix.sweep, envmatrix.reporting.console; "
+        "assert 'torch' not in sys.modules, 'driver imported torch'"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr

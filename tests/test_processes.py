@@ -1,0 +1,74 @@
+"""Real processes with tiny workers that exit, crash or hang (torch elastic's api_test idea)."""
+
+import os
+import sys
+import time
+import uuid
+
+from envmatrix.execution.processes import ProcessSpec, run_capture, run_group
+
+from conftest import assert_no_processes
+
+PY = sys.executable
+
+
+def _spec(tmp_path, code, label, marker):
+    env = {**os.environ, "ENVMATRIX_TEST_MARKER": marker}
+    return ProcessSpec((PY, "-c", code), env, str(tmp_path / f"{label}.log"), label)
+
+
+def test_exit_codes_and_logs(tmp_path):
+    marker = uuid.uuid4().hex
+    out = run_group([_spec(tmp_path, "print('hello')", "a", marker), _spec(tmp_path, "import sys; sys.exit(0)", "b", marker)], timeout_s=30)
+    assert [o.exit_code for o in out] == [0, 0]
+    assert "hello" in (tmp_path / "a.log").read_text()
+
+
+def test_crash_reports_signal(tmp_path):
+    marker = uuid.uuid4().hex
+    code = "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"
+    (out,) = run_group([_spec(tmp_path, code, "a", marker)], timeout_s=30)
+    assert out.signal == "SIGSEGV" and out.exit_code is None and out.killed_by is None
+
+
+def test_hang_is_killed_at_timeout_with_grandchildren(tmp_path):
+    marker = uuid.uuid4().hex
+    code = "import subprocess, time; subprocess.Popen(['sleep', '600']); time.sleep(600)"
+    t0 = time.monotonic()
+    out = run_group([_spec(tmp_path, code, "a", marker), _spec(tmp_path, code, "b", marker)], timeout_s=2)
+    assert time.monotonic() - t0 < 2 + 5
+    assert {o.killed_by for o in out} == {"timeout"}
+    assert all(o.signal == "SIGKILL" for o in out)
+    assert_no_processes(marker)
+
+
+def test_first_failure_stops_peers_after_grace(tmp_path):
+    marker = uuid.uuid4().hex
+    t0 = time.monotonic()
+    out = run_group(
+        [_spec(tmp_path, "import sys; sys.exit(7)", "bad", marker), _spec(tmp_path, "import time; time.sleep(600)", "peer", marker)],
+        timeout_s=60,
+        grace_s=0.5,
+    )
+    assert time.monotonic() - t0 < 10
+    assert out[0].exit_code == 7 and out[0].killed_by is None
+    assert out[1].killed_by == "peer_failure"
+    assert out[0].ended_at <= out[1].ended_at
+    assert_no_processes(marker)
+
+
+def test_missing_executable_is_launch_error(tmp_path):
+    spec = ProcessSpec(("/nonexistent/envmatrix-probe",), dict(os.environ), str(tmp_path / "x.log"), "x")
+    (out,) = run_group([spec], timeout_s=5)
+    assert out.launch_error and "No such file" in out.launch_error and out.pid is None
+
+
+def test_shell_strings_are_refused(tmp_path):
+    import pytest
+
+    with pytest.raises(TypeError):
+        run_capture("echo hi")
+
+
+def test_run_capture_missing_tool():
+    assert run_capture(["envmatrix-no-such-tool"]).returncode == 127
