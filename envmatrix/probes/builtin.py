@@ -46,6 +46,8 @@ class BuiltinProbe(Probe):
             rank.error = report.get("error")
             text = "\n".join(filter(None, [report.get("traceback"), log]))
             rank.root_cause_line = None if verdict == PASS else (root_cause_line(text) or rank.error)
+            # The rank's own clock at the failure orders ranks better than process exit times.
+            rank.ended_at = report.get("failed_at") or rank.ended_at
         elif process.exit_code == 0 and not verdict:
             rank.outcome, rank.error = "exit_error", "exited 0 without reporting a result"
         return rank

@@ -168,6 +168,7 @@ def main() -> int:
 
 
 def _fail(reporter: Reporter, outcome: str, exc: BaseException) -> int:
+    reporter.data["failed_at"] = time.time()
     reporter.data["error"] = "".join(traceback.format_exception_only(type(exc), exc)).strip()
     reporter.data["traceback"] = traceback.format_exc()[-6000:]
     reporter.phase(reporter.data["phase"], outcome=outcome)
