@@ -163,3 +163,12 @@ def test_safety_pins_reach_every_rank(cli, tmp_path):
         assert rank["env"]["NCCL_NVLS_ENABLE"] == "0"
         assert rank["env"]["TORCH_SYMM_MEM_DISABLE_MULTICAST"] == "1"
         assert rank["env"]["NVSHMEM_DISABLE_NVLS"] == "1"
+
+
+def test_default_sweep_without_arguments(cli):
+    done = cli.run("sweep")
+    assert done.returncode == 0, done.stderr
+    data = json.loads((cli.cwd / "reports" / "runs" / "default" / "results.json").read_text())
+    assert set(data["matrix"]) == {"1x2", "2x1", "2x2"}
+    assert all(cell == "1" for row in data["matrix"].values() for cell in row.values())
+    assert "12 passed, 0 failed" in done.stdout
