@@ -40,12 +40,43 @@ def _sweep_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_sweep)
 
 
+def _bench_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "bench",
+        help="nccl-tests-like busbw for one setup on one grid",
+        description="Time value-checked collectives over a size sweep for one env on one grid, like nccl-tests; "
+        "busbw uses nccl-tests' per-collective factors. Results go to the store; tables to screen and Markdown.",
+        epilog="examples:\n  envmatrix bench --grid 1x4 -b 64M -e 1G -f 4 -c allreduce,allgather,alltoall\n"
+        "  envmatrix bench conf=aws_ofi --setup 2 --grid 2x2\n  envmatrix bench --env NCCL_ALGO=Ring --env NCCL_PROTO=Simple",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("overrides", nargs="*", help="Hydra overrides choosing the config (conf=..., backend=...)")
+    p.add_argument("--grid", help="NxP (default: the config's first grid)")
+    p.add_argument("--setup", help="a setup of the config (default: the inherited env only)")
+    p.add_argument("--env", action="append", default=[], metavar="KEY=VALUE", help="extra variable on top of the setup (repeatable)")
+    p.add_argument("-c", "--collectives", default="allreduce,allgather,alltoall", help="comma list (allreduce, allgather, reduce_scatter, alltoall, broadcast, reduce, sendrecv, p2p, ps_central, ps_sharded)")
+    p.add_argument("-b", "--min-bytes", default="8", help="smallest size (default 8)")
+    p.add_argument("-e", "--max-bytes", default=None, help="largest size (default 1G on GPUs, 1M on CPU)")
+    p.add_argument("-f", "--factor", type=float, default=2.0, help="size multiplication factor (default 2)")
+    p.add_argument("-i", "--step-bytes", default=None, help="additive size step instead of a factor")
+    p.add_argument("-n", "--iters", type=int, default=20, help="timed iterations per size (default 20)")
+    p.add_argument("-w", "--warmup", type=int, default=5, help="warmup iterations per size (default 5)")
+    p.add_argument("-d", "--dtype", default="float32", help="float32, float16, bfloat16 or int32")
+    p.add_argument("--no-check", action="store_true", help="skip the #wrong check (nccl-tests -c 0)")
+    p.add_argument("--timeout", type=float, default=600.0, help="probe timeout in seconds (default 600)")
+    p.add_argument("--out", metavar="DIR", help="run directory (default: reports/runs/bench)")
+    p.add_argument("--allow-unknown-vars", action="store_true", help="let site-specific variables through")
+    p.add_argument("--rerun", action="store_true", help="measure again even if the store has this exact run")
+    p.set_defaults(func=cmd_bench)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="envmatrix", description="NCCL environment-configuration fuzzer and regression bisector.")
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     _sweep_parser(sub)
+    _bench_parser(sub)
     return parser
 
 
@@ -85,16 +116,22 @@ def print_plan(console, inp, runs) -> None:
     console.print(plan)
 
 
-def cmd_sweep(args: argparse.Namespace) -> int:
+def make_console():
     from rich.console import Console
 
+    console = Console()
+    # Logs and pipes get wide tables instead of rich's 80-column fallback.
+    return console if console.is_terminal else Console(width=int(os.environ.get("COLUMNS", 160)))
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
     from envmatrix.hostinfo import host_facts
     from envmatrix.reporting import build_matrix, write_reports
     from envmatrix.reporting.console import LiveProgress, matrix_tables
     from envmatrix.store import open_store
     from envmatrix.sweep import plan_sweep, run_sweep
 
-    console = Console()
+    console = make_console()
     inp, gpus, pins = _prepare(args)
     runs = plan_sweep(inp)
     if args.dry_run:
@@ -115,6 +152,24 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     console.print(f"{passed} passed, {failed} failed, {missing} not run; store {os.path.join(run_dir, 'results.sqlite')}")
     console.print("reports: " + ", ".join(paths))
     return 1 if (args.fail_on_failure and failed) else 0
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from envmatrix.bench_cmd import prepare_bench, print_bench
+
+    console = make_console()
+    inp, gpus, pins = _prepare(args)
+    inp = prepare_bench(inp, args, len(gpus))
+    from envmatrix.hostinfo import host_facts
+    from envmatrix.store import open_store
+    from envmatrix.sweep import run_sweep
+
+    run_dir = os.path.abspath(args.out or os.path.join("reports", "runs", "bench"))
+    os.makedirs(run_dir, exist_ok=True)
+    with open_store(f"sqlite:///{os.path.join(run_dir, 'results.sqlite')}") as store:
+        listener = LineProgress(console)
+        _, _, results = run_sweep(inp, store, run_dir, dict(os.environ), pins, len(gpus), host_facts(), rerun=args.rerun, listener=listener)
+    return print_bench(console, results[-1], run_dir)
 
 
 class LineProgress:

@@ -55,6 +55,7 @@ class RankResult:
     device: Optional[str] = None
     timings: dict[str, float] = field(default_factory=dict)
     checks: list[dict[str, Any]] = field(default_factory=list)
+    bench: list[dict[str, Any]] = field(default_factory=list)  # this rank's timings per (collective, size)
     log_path: Optional[str] = None
     log_tail: str = ""
 

@@ -90,11 +90,7 @@ def resolve(
     check_pins(setups, pins, where)
     probe_params = dict(data.get("probe") or {})
     probe = get_probe(str(probe_params.pop("name", "builtin")))
-    spec = probe.spec(probe_params, where="probe")
-    for key in ("timeout_s", "grace_s"):
-        value = spec.params.get(key)
-        if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
-            raise ConfigError(f"probe.{key}: {value!r} not allowed; allowed: a number of seconds > 0")
+    spec = probe.spec(probe_params, where="probe", backend=backend)
     return SweepInput(
         name=str(data.get("name") or conf_file.stem),
         conf_file=conf_file,

@@ -9,6 +9,7 @@ import sys
 import time
 from typing import Any, Mapping, Optional
 
+from envmatrix.bench.aggregate import aggregate_rows
 from envmatrix.env.atoms import Setup
 from envmatrix.env.merge import materialize
 from envmatrix.execution.processes import run_group
@@ -80,6 +81,7 @@ def execute(
         ranks.append(probe.interpret(rank, process, report, _read_text(spec.log_path)))
     outcome, cause = verdict(ranks)
     versions = next((r.versions for r in ranks if r.versions), {})
+    metrics = aggregate_rows((row for r in ranks for row in r.bench), run.grid.world)
     return ProbeResult(
         run_key=run.key,
         setup=run.setup.to_json(),
@@ -94,4 +96,5 @@ def execute(
         finished_at=finished,
         versions={k: v for k, v in versions.items() if k != "libraries"},
         intended_env=intended_setup_env(run.setup),
+        metrics=metrics,
     )

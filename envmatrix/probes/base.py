@@ -17,19 +17,23 @@ class Probe(abc.ABC):
     #: parameter -> default; unknown parameters are a config error
     defaults: Mapping[str, Any] = {}
 
-    def spec(self, params: Mapping[str, Any], where: str = "probe") -> ProbeSpec:
+    def spec(self, params: Mapping[str, Any], where: str = "probe", backend: str = "gloo") -> ProbeSpec:
         unknown = sorted(set(params) - set(self.defaults))
         if unknown:
             raise ConfigError(
                 f"{where}: unknown key {unknown[0]!r}{did_you_mean(unknown[0], self.defaults)} for probe "
                 f"{self.name!r}; allowed: {', '.join(sorted(self.defaults))}"
             )
-        merged = {**self.defaults, **params}
-        self.validate(merged, where)
+        merged = self.normalize({**self.defaults, **params}, where, backend)
         return ProbeSpec.make(self.name, merged)
 
-    def validate(self, params: Mapping[str, Any], where: str) -> None:
-        """Raise ConfigError for bad parameter values."""
+    def normalize(self, params: dict[str, Any], where: str, backend: str) -> dict[str, Any]:
+        """Check values (ConfigError) and fill backend-dependent defaults; the result is hashed into run keys."""
+        for key in ("timeout_s", "grace_s"):
+            value = params.get(key)
+            if key in params and (not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0):
+                raise ConfigError(f"{where}.{key}: {value!r} not allowed; allowed: a number of seconds > 0")
+        return params
 
     @abc.abstractmethod
     def rank_argv(self, spec: ProbeSpec, python: str) -> tuple[str, ...]:

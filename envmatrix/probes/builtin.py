@@ -1,11 +1,14 @@
-"""The built-in probe: torch.distributed init + value-checked collectives per rank."""
+"""The built-in probe: torch.distributed init + value-checked collectives per rank,
+optionally followed by a timed bench over a size sweep."""
 
 from __future__ import annotations
 
 import json
 from typing import Any, Mapping, Optional
 
-from envmatrix.errors import ConfigError
+from envmatrix.bench.formulas import ALL
+from envmatrix.bench.sizes import parse_size, size_sweep
+from envmatrix.errors import ConfigError, did_you_mean
 from envmatrix.execution.processes import ProcessOutcome
 from envmatrix.planning.plan import ProbeSpec
 from envmatrix.probes.base import Probe, from_process, register
@@ -13,19 +16,62 @@ from envmatrix.probes.rootcause import root_cause_line
 from envmatrix.results import PASS, PEER_KILLED, TIMEOUT, RankResult
 
 COLLECTIVES = ("allreduce", "allgather", "alltoall")
+DTYPES = ("float32", "float16", "bfloat16", "int32")
+BENCH_DEFAULTS = {
+    "collectives": ["allreduce", "allgather", "alltoall"],
+    "min_bytes": 8,
+    "max_bytes": None,  # 1G on GPUs, 1M on CPU
+    "factor": 2.0,
+    "step_bytes": None,
+    "iters": 20,
+    "warmup": 5,
+    "dtype": "float32",
+    "check": True,
+}
+
+
+def normalize_bench(raw: Any, where: str, backend: str) -> Optional[dict[str, Any]]:
+    if raw in (None, False):
+        return None
+    raw = {} if raw is True else dict(raw)
+    unknown = sorted(set(raw) - set(BENCH_DEFAULTS))
+    if unknown:
+        raise ConfigError(f"{where}: unknown key {unknown[0]!r}{did_you_mean(unknown[0], BENCH_DEFAULTS)}; allowed: {', '.join(BENCH_DEFAULTS)}")
+    bench = {**BENCH_DEFAULTS, **raw}
+    colls = bench["collectives"]
+    colls = [colls] if isinstance(colls, str) else list(colls)
+    bad = [c for c in colls if c not in ALL]
+    if bad or not colls:
+        raise ConfigError(f"{where}.collectives: {bad[0] if bad else '[]'!r} not allowed; allowed: {', '.join(ALL)}")
+    if bench["dtype"] not in DTYPES:
+        raise ConfigError(f"{where}.dtype: {bench['dtype']!r} not allowed; allowed: {', '.join(DTYPES)}")
+    if bench["max_bytes"] is None:
+        bench["max_bytes"] = (1 << 30) if backend == "nccl" else (1 << 20)
+    bench["min_bytes"] = parse_size(bench["min_bytes"], f"{where}.min_bytes")
+    bench["max_bytes"] = parse_size(bench["max_bytes"], f"{where}.max_bytes")
+    if bench["step_bytes"] is not None:
+        bench["step_bytes"] = parse_size(bench["step_bytes"], f"{where}.step_bytes")
+    for key in ("iters", "warmup"):
+        if not isinstance(bench[key], int) or bench[key] < (1 if key == "iters" else 0):
+            raise ConfigError(f"{where}.{key}: {bench[key]!r} not allowed; allowed: an integer >= {1 if key == 'iters' else 0}")
+    bench["sizes"] = size_sweep(bench["min_bytes"], bench["max_bytes"], bench["factor"], bench["step_bytes"])
+    bench["collectives"] = colls
+    return bench
 
 
 @register
 class BuiltinProbe(Probe):
     name = "builtin"
-    defaults = {"collectives": list(COLLECTIVES), "numel": 4096, "timeout_s": 120.0, "grace_s": 5.0}
+    defaults = {"collectives": list(COLLECTIVES), "numel": 4096, "timeout_s": 120.0, "grace_s": 5.0, "bench": None}
 
-    def validate(self, params: Mapping[str, Any], where: str) -> None:
+    def normalize(self, params: dict[str, Any], where: str, backend: str) -> dict[str, Any]:
         bad = [c for c in params["collectives"] if c not in COLLECTIVES]
         if bad or not params["collectives"]:
             raise ConfigError(f"{where}.collectives: {bad or '[]'} not allowed; allowed: a non-empty subset of {', '.join(COLLECTIVES)}")
-        if int(params["numel"]) < 1:
+        if not isinstance(params["numel"], int) or params["numel"] < 1:
             raise ConfigError(f"{where}.numel: {params['numel']!r} not allowed; allowed: an integer >= 1")
+        params["bench"] = normalize_bench(params.get("bench"), f"{where}.bench", backend)
+        return super().normalize(params, where, backend)
 
     def rank_argv(self, spec: ProbeSpec, python: str) -> tuple[str, ...]:
         return (python, "-m", "envmatrix.probes.rank_main")
@@ -36,7 +82,7 @@ class BuiltinProbe(Probe):
     def interpret(self, rank: RankResult, process: ProcessOutcome, report: Optional[dict[str, Any]], log: str) -> RankResult:
         if report:
             rank.phase = report.get("phase")
-            for key in ("env", "versions", "device", "timings", "checks"):
+            for key in ("env", "versions", "device", "timings", "checks", "bench"):
                 if report.get(key) is not None:
                     setattr(rank, key, report[key])
         from_process(rank, process, log)

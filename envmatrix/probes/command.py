@@ -23,9 +23,10 @@ class CommandProbe(Probe):
     name = "command"
     defaults = {"command": None, "timeout_s": 120.0, "grace_s": 5.0}
 
-    def validate(self, params: Mapping[str, Any], where: str) -> None:
+    def normalize(self, params: dict[str, Any], where: str, backend: str) -> dict[str, Any]:
         if not params.get("command") or not command_argv(params["command"]):
             raise ConfigError(f"{where}.command: missing; give the command each rank runs, e.g. probe.command='all_reduce_perf -b 8 -e 1M'")
+        return super().normalize(params, where, backend)
 
     def rank_argv(self, spec: ProbeSpec, python: str) -> tuple[str, ...]:
         return command_argv(spec.params["command"])

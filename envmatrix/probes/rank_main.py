@@ -155,6 +155,23 @@ def main() -> int:
     except Exception as exc:  # noqa: BLE001
         return _fail(reporter, "collective_error", exc)
 
+    bench = spec.get("bench")
+    if bench:
+        try:
+            from envmatrix.probes.bench_engine import BenchContext, run_bench
+
+            reporter.phase("bench")
+            t0 = time.perf_counter()
+            ctx = BenchContext(dist, torch, device, rank, world, int(os.environ.get("LOCAL_WORLD_SIZE", world)), bench["dtype"])
+            reporter.data["bench"] = run_bench(ctx, bench["collectives"], bench["sizes"], bench["iters"], bench["warmup"], bench["check"])
+            reporter.data["timings"]["bench_s"] = time.perf_counter() - t0
+        except Exception as exc:  # noqa: BLE001
+            return _fail(reporter, "collective_error", exc)
+        checks = checks + [
+            {"collective": f"{r['collective']}@{r['size_bytes']}", "numel": r["count"], "wrong": r["wrong"] or 0}
+            for r in reporter.data["bench"]
+        ]
+
     wrong = [c for c in checks if c["wrong"]]
     if wrong:
         reporter.data["error"] = "; ".join(f"{c['collective']}: {c['wrong']} of {c['numel']} elements wrong" for c in wrong)

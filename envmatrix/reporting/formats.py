@@ -29,6 +29,13 @@ def render_markdown(matrix: Matrix, results: Sequence[ProbeResult], title: str) 
             f"| ({f.setup}) | {f.grid} | {f.outcome} | {'' if f.rank is None else f.rank} | {_md_escape(f.line)[:300]} |"
             for f in matrix.failures
         ]
+    if any(r.metrics for r in results):
+        from envmatrix.reporting.bench_tables import busbw_by_setup, markdown_table
+
+        for grid in matrix.rows:
+            header, rows = busbw_by_setup(results, grid)
+            if rows:
+                out += ["", f"## busbw on {grid} (largest size benched)", "", markdown_table(header, rows)]
     versions = next((r.versions for r in results if r.versions), {})
     if versions:
         out += ["", "## Versions", ""] + [f"- {k}: {v}" for k, v in sorted(versions.items())]

@@ -1,0 +1,43 @@
+"""Per-rank bench rows -> one row per (collective, size), nccl-tests style.
+
+nccl-tests (-a 1, its default) averages each rank's mean time before computing
+bandwidth; so do we. #wrong is summed over ranks, like its #wrong column.
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any, Iterable
+
+from envmatrix.bench.formulas import bandwidths
+
+
+def aggregate_rows(rank_rows: Iterable[dict[str, Any]], ranks: int) -> list[dict[str, Any]]:
+    groups: dict[tuple, list[dict[str, Any]]] = {}
+    for row in rank_rows:
+        groups.setdefault((row["collective"], row["size_bytes"], row.get("dtype", "float32")), []).append(row)
+    out = []
+    for (collective, size, dtype), rows in groups.items():
+        time_us = statistics.fmean(r["time_us"] for r in rows)
+        algbw, busbw = bandwidths(collective, size, time_us, ranks)
+        out.append(
+            {
+                "collective": collective,
+                "size_bytes": size,
+                "count": rows[0].get("count"),
+                "dtype": dtype,
+                "in_place": False,
+                "time_us": time_us,
+                "time_min_us": min(r["time_min_us"] for r in rows),
+                "time_median_us": statistics.median(r["time_median_us"] for r in rows),
+                "time_max_us": max(r["time_max_us"] for r in rows),
+                "algbw_gbps": algbw,
+                "busbw_gbps": busbw,
+                "wrong": sum(int(r.get("wrong") or 0) for r in rows),
+                "ranks_reporting": len(rows),
+                "iters": rows[0].get("iters"),
+                "source": "envmatrix",
+            }
+        )
+    out.sort(key=lambda r: (r["collective"], r["size_bytes"]))
+    return out

@@ -1,0 +1,73 @@
+"""The one busbw formula table.
+
+Source: NVIDIA nccl-tests doc/PERFORMANCE.md and the ``*GetBw`` functions in
+src/*.cu (v2.19.6). ``algbw = S / t`` in GB/s (1e9 bytes), ``busbw = algbw *
+factor(n)`` with n ranks, where S is the "size" column nccl-tests prints:
+
+- all_reduce: count*typesize, factor 2(n-1)/n
+- all_gather, reduce_scatter: the total buffer (per-rank count * n), factor (n-1)/n
+- alltoall: per-peer count * n * typesize, factor (n-1)/n
+- broadcast, reduce, sendrecv: count*typesize, factor 1
+
+The DP sync patterns of seed 001 (ps_central = reduce + broadcast, ps_sharded =
+all_to_all + all_gather) and seed 000's two-rank point-to-point have no
+nccl-tests counterpart; they report time and algbw (S/t) and, for p2p, the
+sendrecv factor 1.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+
+@dataclass(frozen=True)
+class CollectiveSpec:
+    name: str
+    factor: Optional[Callable[[int], float]]  # None: no bus bandwidth defined
+    split_by_ranks: bool  # element count must divide by n (per-rank chunks)
+    nccl_tests_binary: Optional[str]
+
+
+def _ring(n: int) -> float:
+    return 2 * (n - 1) / n
+
+
+def _gather(n: int) -> float:
+    return (n - 1) / n
+
+
+def _one(n: int) -> float:
+    return 1.0
+
+
+COLLECTIVES: dict[str, CollectiveSpec] = {
+    "allreduce": CollectiveSpec("allreduce", _ring, False, "all_reduce_perf"),
+    "allgather": CollectiveSpec("allgather", _gather, True, "all_gather_perf"),
+    "reduce_scatter": CollectiveSpec("reduce_scatter", _gather, True, "reduce_scatter_perf"),
+    "alltoall": CollectiveSpec("alltoall", _gather, True, "alltoall_perf"),
+    "broadcast": CollectiveSpec("broadcast", _one, False, "broadcast_perf"),
+    "reduce": CollectiveSpec("reduce", _one, False, "reduce_perf"),
+    "sendrecv": CollectiveSpec("sendrecv", _one, False, "sendrecv_perf"),
+}
+
+PATTERNS: dict[str, CollectiveSpec] = {
+    "p2p": CollectiveSpec("p2p", _one, False, None),
+    "ps_central": CollectiveSpec("ps_central", None, False, None),
+    "ps_sharded": CollectiveSpec("ps_sharded", None, True, None),
+}
+
+ALL = {**COLLECTIVES, **PATTERNS}
+
+
+def collective_spec(name: str) -> CollectiveSpec:
+    return ALL[name]
+
+
+def bandwidths(name: str, size_bytes: int, time_us: float, ranks: int) -> tuple[float, Optional[float]]:
+    """(algbw, busbw) in GB/s, exactly as nccl-tests computes them."""
+    if time_us <= 0:
+        return 0.0, None
+    algbw = size_bytes / (time_us * 1e-6) / 1e9
+    factor = ALL[name].factor
+    return algbw, (algbw * factor(ranks) if factor is not None else None)

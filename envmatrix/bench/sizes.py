@@ -1,0 +1,50 @@
+"""Size sweeps like nccl-tests' -b/-e/-f/-i, and human sizes (64M, 1G, 8K)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Optional
+
+from envmatrix.errors import ConfigError
+
+_UNITS = {"": 1, "B": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+_SIZE = re.compile(r"^\s*(\d+)\s*([KMGT]?)(?:I?B)?\s*$", re.IGNORECASE)
+
+
+def parse_size(value: Any, where: str = "size") -> int:
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return value
+    match = _SIZE.match(str(value))
+    if not match or int(match.group(1)) <= 0:
+        raise ConfigError(f"{where}: {value!r} is not a size; allowed: a positive byte count such as 8, 64K, 256M, 1G")
+    return int(match.group(1)) * _UNITS[match.group(2).upper()]
+
+
+def format_size(n: int) -> str:
+    for unit, scale in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
+        if n >= scale and n % scale == 0:
+            return f"{n // scale}{unit}"
+    return f"{n}B"
+
+
+def size_sweep(min_bytes: int, max_bytes: int, factor: Optional[float] = 2.0, step_bytes: Optional[int] = None) -> list[int]:
+    """Sizes from min to max by a multiplicative factor or an additive step (nccl-tests -f / -i)."""
+    if min_bytes > max_bytes:
+        raise ConfigError(f"bench: min_bytes {min_bytes} > max_bytes {max_bytes}; allowed: min_bytes <= max_bytes")
+    if step_bytes:
+        return list(range(min_bytes, max_bytes + 1, step_bytes))
+    if factor is None or factor <= 1:
+        raise ConfigError(f"bench.factor: {factor!r} not allowed; allowed: a number > 1 (or give step_bytes)")
+    sizes, size = [], min_bytes
+    while size <= max_bytes:
+        sizes.append(size)
+        size = int(size * factor)
+    return sizes
+
+
+def aligned_count(size_bytes: int, type_size: int, ranks: int, split_by_ranks: bool) -> int:
+    """Element count nccl-tests would use: rounded down to a multiple of n where chunks are per rank."""
+    count = max(1, size_bytes // type_size)
+    if split_by_ranks:
+        count = max(ranks, count // ranks * ranks)
+    return count

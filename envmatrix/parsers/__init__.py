@@ -1,0 +1,1 @@
+"""Pure parsers of tool output: tested on recorded real text."""

@@ -1,0 +1,293 @@
+"""Rank-side bench: timed, value-checked collectives over a size sweep (imports torch lazily).
+
+Per size: warmup, then ``iters`` back-to-back launches timed with CUDA events
+(host clock on CPU), then a fresh run whose result is compared with the exact
+expected values (nccl-tests' ``-c 1``: #wrong elements). Data are small
+integers, exact in every dtype offered, so the check is exact.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+import warnings
+from typing import Any, Callable
+
+from envmatrix.bench.formulas import collective_spec
+from envmatrix.bench.sizes import aligned_count
+
+DTYPES = ("float32", "float16", "bfloat16", "int32")
+
+
+class BenchContext:
+    def __init__(self, dist: Any, torch: Any, device: Any, rank: int, world: int, ppn: int, dtype: str) -> None:
+        self.dist, self.torch, self.device = dist, torch, device
+        self.rank, self.world, self.ppn = rank, world, ppn
+        self.dtype = getattr(torch, dtype)
+        self.type_size = torch.tensor([], dtype=self.dtype).element_size()
+
+    def pattern(self, count: int, seed: int) -> Any:
+        """Small integers that differ by position and by ``seed`` (a rank or chunk id)."""
+        idx = self.torch.arange(count, device=self.device, dtype=self.torch.int64)
+        return ((idx % 3) + (seed % 3)).to(self.dtype)
+
+    def sync(self) -> None:
+        if self.device.type == "cuda":
+            self.torch.cuda.synchronize(self.device)
+
+
+# Each builder returns (run_once, check) for one size: run_once performs the operation,
+# check() re-initialises inputs, runs once more and returns the number of wrong elements.
+Builder = Callable[[BenchContext, int], tuple[Callable[[], None], Callable[[], int]]]
+
+
+def _allreduce(c: BenchContext, count: int):
+    buf = c.pattern(count, c.rank)
+
+    def run():
+        c.dist.all_reduce(buf)
+
+    def check():
+        buf.copy_(c.pattern(count, c.rank))
+        run()
+        expected = sum(c.pattern(count, r) for r in range(c.world))
+        return int((buf != expected).sum().item())
+
+    return run, check
+
+
+def _allgather(c: BenchContext, count: int):
+    chunk = count // c.world
+    send, recv = c.pattern(chunk, c.rank), c.torch.empty(count, dtype=c.dtype, device=c.device)
+
+    def run():
+        c.dist.all_gather_into_tensor(recv, send)
+
+    def check():
+        recv.zero_()
+        run()
+        expected = c.torch.cat([c.pattern(chunk, r) for r in range(c.world)])
+        return int((recv != expected).sum().item())
+
+    return run, check
+
+
+def _reduce_scatter(c: BenchContext, count: int):
+    chunk = count // c.world
+    send, recv = c.pattern(count, c.rank), c.torch.empty(chunk, dtype=c.dtype, device=c.device)
+
+    def run():
+        c.dist.reduce_scatter_tensor(recv, send)
+
+    def check():
+        recv.zero_()
+        run()
+        total = sum(c.pattern(count, r) for r in range(c.world))
+        return int((recv != total[c.rank * chunk : (c.rank + 1) * chunk]).sum().item())
+
+    return run, check
+
+
+def _alltoall(c: BenchContext, count: int):
+    chunk = count // c.world
+
+    def chunks_of(rank: int):
+        return c.torch.cat([c.pattern(chunk, rank + peer) for peer in range(c.world)])
+
+    send, recv = chunks_of(c.rank), c.torch.empty(count, dtype=c.dtype, device=c.device)
+
+    def run():
+        c.dist.all_to_all_single(recv, send)
+
+    def check():
+        recv.zero_()
+        run()
+        expected = c.torch.cat([c.pattern(chunk, src + c.rank) for src in range(c.world)])
+        return int((recv != expected).sum().item())
+
+    return run, check
+
+
+def _broadcast(c: BenchContext, count: int):
+    buf = c.pattern(count, c.rank)
+
+    def run():
+        c.dist.broadcast(buf, 0)
+
+    def check():
+        buf.copy_(c.pattern(count, c.rank))
+        run()
+        return int((buf != c.pattern(count, 0)).sum().item())
+
+    return run, check
+
+
+def _reduce(c: BenchContext, count: int):
+    buf = c.pattern(count, c.rank)
+
+    def run():
+        c.dist.reduce(buf, 0)
+
+    def check():
+        buf.copy_(c.pattern(count, c.rank))
+        run()
+        if c.rank != 0:
+            return 0
+        return int((buf != sum(c.pattern(count, r) for r in range(c.world))).sum().item())
+
+    return run, check
+
+
+def _sendrecv(c: BenchContext, count: int):
+    send, recv = c.pattern(count, c.rank), c.torch.empty(count, dtype=c.dtype, device=c.device)
+    nxt, prv = (c.rank + 1) % c.world, (c.rank - 1) % c.world
+
+    def run():
+        ops = [c.dist.P2POp(c.dist.isend, send, nxt), c.dist.P2POp(c.dist.irecv, recv, prv)]
+        for req in c.dist.batch_isend_irecv(ops):
+            req.wait()
+
+    def check():
+        recv.zero_()
+        run()
+        return int((recv != c.pattern(count, prv)).sum().item())
+
+    return run, check
+
+
+def p2p_pair(world: int, ppn: int) -> tuple[int, int]:
+    """Seed 000's pair: rank 0 and the first rank of the next node (or rank 1 on one node)."""
+    return 0, (ppn if world > ppn else 1)
+
+
+def _p2p(c: BenchContext, count: int):
+    src, dst = p2p_pair(c.world, c.ppn)
+    buf = c.pattern(count, src) if c.rank == src else c.torch.empty(count, dtype=c.dtype, device=c.device)
+
+    def run():
+        if c.rank == src:
+            c.dist.send(buf, dst)
+        elif c.rank == dst:
+            c.dist.recv(buf, src)
+
+    def check():
+        if c.rank == dst:
+            buf.zero_()
+        run()
+        return int((buf != c.pattern(count, src)).sum().item()) if c.rank == dst else 0
+
+    return run, check
+
+
+def _ps_central(c: BenchContext, count: int):
+    buf = c.pattern(count, c.rank)
+
+    def run():
+        c.dist.reduce(buf, 0)
+        c.dist.broadcast(buf, 0)
+
+    def check():
+        buf.copy_(c.pattern(count, c.rank))
+        run()
+        return int((buf != sum(c.pattern(count, r) for r in range(c.world))).sum().item())
+
+    return run, check
+
+
+def _ps_sharded(c: BenchContext, count: int):
+    chunk = count // c.world
+    grads = c.pattern(count, c.rank)
+    shards = c.torch.empty(count, dtype=c.dtype, device=c.device)
+    full = c.torch.empty(count, dtype=c.dtype, device=c.device)
+
+    def run():
+        c.dist.all_to_all_single(shards, grads)
+        mine = shards.view(c.world, chunk).sum(dim=0, dtype=c.dtype)
+        c.dist.all_gather_into_tensor(full, mine)
+
+    def check():
+        grads.copy_(c.pattern(count, c.rank))
+        full.zero_()
+        run()
+        total = sum(c.pattern(count, r) for r in range(c.world))
+        # shard r holds positions r*chunk.. of every rank's buffer, summed
+        expected = c.torch.cat([total[r * chunk : (r + 1) * chunk] for r in range(c.world)])
+        return int((full != expected).sum().item())
+
+    return run, check
+
+
+BUILDERS: dict[str, Builder] = {
+    "allreduce": _allreduce,
+    "allgather": _allgather,
+    "reduce_scatter": _reduce_scatter,
+    "alltoall": _alltoall,
+    "broadcast": _broadcast,
+    "reduce": _reduce,
+    "sendrecv": _sendrecv,
+    "p2p": _p2p,
+    "ps_central": _ps_central,
+    "ps_sharded": _ps_sharded,
+}
+
+
+def _timed(c: BenchContext, run: Callable[[], None], iters: int) -> list[float]:
+    """Per-iteration times in microseconds, launches back to back."""
+    if c.device.type == "cuda":
+        events = [c.torch.cuda.Event(enable_timing=True) for _ in range(iters + 1)]
+        events[0].record()
+        for i in range(iters):
+            run()
+            events[i + 1].record()
+        c.sync()
+        return [events[i].elapsed_time(events[i + 1]) * 1e3 for i in range(iters)]
+    times = []
+    for _ in range(iters):
+        t0 = time.perf_counter()
+        run()
+        times.append((time.perf_counter() - t0) * 1e6)
+    return times
+
+
+def _barrier(c: BenchContext) -> None:
+    flag = c.torch.ones(1, device=c.device)
+    c.dist.all_reduce(flag)
+    c.sync()
+
+
+def run_bench(c: BenchContext, collectives: list[str], sizes: list[int], iters: int, warmup: int, check: bool = True) -> list[dict[str, Any]]:
+    rows = []
+    warnings.filterwarnings("ignore", category=FutureWarning)
+    for name in collectives:
+        if name in ("p2p", "sendrecv") and c.world < 2:
+            continue  # point-to-point needs a peer
+        spec = collective_spec(name)
+        for size in sizes:
+            count = aligned_count(size, c.type_size, c.world, spec.split_by_ranks)
+            run, verify = BUILDERS[name](c, count)
+            for _ in range(warmup):
+                run()
+            _barrier(c)
+            times = _timed(c, run, iters)
+            wrong = verify() if check else None
+            participant = name != "p2p" or c.rank in p2p_pair(c.world, c.ppn)
+            if not participant:
+                continue
+            rows.append(
+                {
+                    "collective": name,
+                    "size_bytes": count * c.type_size,
+                    "count": count,
+                    "dtype": str(c.dtype).replace("torch.", ""),
+                    "iters": iters,
+                    "warmup": warmup,
+                    "time_us": sum(times) / len(times),
+                    "time_min_us": min(times),
+                    "time_median_us": statistics.median(times),
+                    "time_max_us": max(times),
+                    "wrong": wrong,
+                    "rank": c.rank,
+                }
+            )
+            del run, verify
+    return rows

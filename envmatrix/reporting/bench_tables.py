@@ -1,0 +1,88 @@
+"""Bench tables (pure): nccl-tests-like rows, busbw vs size (seed 002), busbw per setup (seed 003)."""
+
+from __future__ import annotations
+
+from typing import Any, Optional, Sequence
+
+from envmatrix.bench.sizes import format_size
+from envmatrix.results import ProbeResult
+
+NCCL_TESTS_COLUMNS = ("size (B)", "count", "type", "time (us)", "min", "median", "max", "algbw (GB/s)", "busbw (GB/s)", "#wrong")
+
+
+def _f(value: Optional[float], digits: int = 2) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def nccl_tests_rows(metrics: Sequence[dict[str, Any]], collective: str) -> list[tuple[str, ...]]:
+    rows = [m for m in metrics if m["collective"] == collective]
+    return [
+        (
+            str(m["size_bytes"]),
+            str(m.get("count", "")),
+            str(m.get("dtype", "")),
+            _f(m["time_us"], 1),
+            _f(m.get("time_min_us"), 1),
+            _f(m.get("time_median_us"), 1),
+            _f(m.get("time_max_us"), 1),
+            _f(m["algbw_gbps"]),
+            _f(m.get("busbw_gbps")),
+            "N/A" if m.get("wrong") is None else str(m["wrong"]),
+        )
+        for m in sorted(rows, key=lambda m: m["size_bytes"])
+    ]
+
+
+def busbw_by_size(metrics: Sequence[dict[str, Any]]) -> tuple[list[str], list[tuple[str, ...]]]:
+    """Seed 002's form: rows = message size, columns = collectives, cells = busbw (algbw when undefined)."""
+    collectives = list(dict.fromkeys(m["collective"] for m in metrics))
+    cell = {(m["collective"], m["size_bytes"]): m for m in metrics}
+    sizes = sorted({m["size_bytes"] for m in metrics})
+    rows = []
+    for size in sizes:
+        values = []
+        for c in collectives:
+            m = cell.get((c, size))
+            values.append("-" if m is None else _f(m["busbw_gbps"] if m.get("busbw_gbps") is not None else m["algbw_gbps"]))
+        rows.append((format_size(size), *values))
+    return ["size", *collectives], rows
+
+
+def busbw_by_setup(results: Sequence[ProbeResult], grid: str, size: Optional[int] = None) -> tuple[list[str], list[tuple[str, ...]]]:
+    """Seed 003's busbw table for one grid: rows = collectives, columns = setups, at ``size`` (default: largest)."""
+    chosen = [r for r in results if r.grid == grid and r.metrics]
+    setups = list(dict.fromkeys(r.setup_name for r in chosen))
+    collectives = list(dict.fromkeys(m["collective"] for r in chosen for m in r.metrics))
+    rows = []
+    for c in collectives:
+        values = []
+        for s in setups:
+            ms = [m for r in chosen if r.setup_name == s for m in r.metrics if m["collective"] == c]
+            if size is not None:
+                ms = [m for m in ms if m["size_bytes"] == size]
+            best = max(ms, key=lambda m: m["size_bytes"], default=None)
+            values.append("-" if best is None else _f(best.get("busbw_gbps") if best.get("busbw_gbps") is not None else best["algbw_gbps"]))
+        rows.append((c, *values))
+    return ["busbw (GB/s)", *[f"({s})" for s in setups]], rows
+
+
+def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "| " + " | ".join("---" for _ in header) + " |"]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def bench_markdown(result: ProbeResult, title: str) -> str:
+    out = [f"# {title}", ""]
+    env = "; ".join(f"{a['var']}={a['value']}" if a["op"] == "set" else f"{a['op']} {a['var']} {a['value']}" for a in result.setup.get("atoms", []))
+    out += [f"setup ({result.setup_name}): `{env or 'inherited env only'}`; grid {result.grid}; backend {result.backend}; outcome {result.outcome}", ""]
+    if result.versions:
+        out += ["versions: " + ", ".join(f"{k} {v}" for k, v in sorted(result.versions.items())), ""]
+    for collective in dict.fromkeys(m["collective"] for m in result.metrics):
+        out += [f"## {collective} (out-of-place, time averaged over ranks)", "", markdown_table(NCCL_TESTS_COLUMNS, nccl_tests_rows(result.metrics, collective)), ""]
+    if result.metrics:
+        header, rows = busbw_by_size(result.metrics)
+        out += ["## busbw (GB/s) vs message size", "", markdown_table(header, rows), ""]
+    if not result.passed:
+        out += [f"failure: {result.outcome}: {result.root_cause.get('line')}", ""]
+    return "\n".join(out)

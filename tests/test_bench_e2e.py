@@ -1,0 +1,66 @@
+"""envmatrix bench and benching sweeps, end to end with real gloo ranks."""
+
+import json
+import sqlite3
+
+import pytest
+
+from conftest import write_conf
+
+pytestmark = pytest.mark.slow
+
+
+def test_bench_command_on_two_emulated_nodes(cli, tmp_path):
+    out = tmp_path / "b"
+    done = cli.run(
+        "bench", "backend=gloo", "--grid", "2x1", "-b", "1K", "-e", "16K", "-f", "4", "-n", "3", "-w", "1",
+        "-c", "allreduce,allgather,reduce_scatter,alltoall,broadcast,sendrecv,p2p,ps_central,ps_sharded",
+        "--env", "TORCH_DISTRIBUTED_DEBUG=OFF", "--out", str(out),
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "busbw (GB/s) vs size" in done.stdout and "ps_sharded" in done.stdout
+    (report,) = out.glob("bench_*.md")
+    text = report.read_text()
+    assert "## allreduce (out-of-place" in text and "| 16K |" in text
+    with sqlite3.connect(out / "results.sqlite") as db:
+        rows = db.execute("SELECT collective, size_bytes, busbw_gbps, wrong FROM metrics").fetchall()
+    assert len(rows) == 9 * 3
+    assert all(wrong == 0 for *_, wrong in rows)
+    by = {(c, s): b for c, s, b, _ in rows}
+    assert by[("ps_central", 1024)] is None and by[("allreduce", 1024)] > 0
+
+
+def test_bench_bad_flags_are_one_line_errors(cli, tmp_path):
+    for args, text in (
+        (["-c", "allreduse"], "allreduse"),
+        (["-b", "lots"], "not a size"),
+        (["--env", "NCCL_ALGO"], "KEY=VALUE"),
+        (["--env", "NCCL_ALGO=Rung"], "'Rung'"),
+        (["--grid", "9x9"], "9x9"),
+    ):
+        done = cli.run("bench", "backend=gloo", *args, "--out", str(tmp_path / "o"))
+        assert done.returncode == 2, (args, done.stdout, done.stderr)
+        assert text in done.stderr and len(done.stderr.strip().splitlines()) == 1
+        assert not (tmp_path / "o").exists()
+
+
+def test_sweep_with_bench_adds_busbw_tables(cli, tmp_path):
+    conf = write_conf(
+        tmp_path / "bs.yaml",
+        """
+backend: gloo
+grids: [1x2]
+setups:
+  a: {}
+  b: {TORCH_DISTRIBUTED_DEBUG: INFO}
+probe:
+  timeout_s: 120
+  bench: {collectives: [allreduce, alltoall], min_bytes: 4K, max_bytes: 64K, factor: 16, iters: 3, warmup: 1}
+""",
+    )
+    done = cli.run("sweep", f"conf={conf}", "--out", str(tmp_path / "o"))
+    assert done.returncode == 0, done.stderr
+    md = (tmp_path / "o" / "matrix.md").read_text()
+    assert "## busbw on 1x2" in md and "| busbw (GB/s) | (a) | (b) |" in md
+    data = json.loads((tmp_path / "o" / "results.json").read_text())
+    assert all(len(r["metrics"]) == 4 for r in data["results"])

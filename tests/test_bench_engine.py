@@ -1,0 +1,45 @@
+"""The bench engine on a real one-rank gloo group; a corrupted collective must show #wrong."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+SCRIPT = textwrap.dedent(
+    """
+    import json, os, sys
+    import torch, torch.distributed as dist
+    from envmatrix.probes.bench_engine import BenchContext, run_bench, BUILDERS
+    dist.init_process_group("gloo", rank=0, world_size=1, init_method="tcp://127.0.0.1:%d" % int(sys.argv[1]))
+    ctx = BenchContext(dist, torch, torch.device("cpu"), 0, 1, 1, "float32")
+    good = run_bench(ctx, list(BUILDERS), [64, 4096], iters=2, warmup=1)
+    real = dist.all_reduce
+    def corrupt(t, *a, **k):
+        out = real(t, *a, **k)
+        t[0] += 1
+        return out
+    dist.all_reduce = corrupt
+    bad = run_bench(ctx, ["allreduce"], [64], iters=1, warmup=0)
+    print(json.dumps({"good": good, "bad": bad}))
+    """
+)
+
+
+def test_engine_rows_and_wrong_detection(tmp_path):
+    import json
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "GLOO_SOCKET_IFNAME": "lo"}
+    done = subprocess.run([sys.executable, "-c", SCRIPT, str(port)], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout.strip().splitlines()[-1])
+    good = data["good"]
+    # point-to-point patterns need a peer: skipped on one rank
+    assert {r["collective"] for r in good} == {"allreduce", "allgather", "reduce_scatter", "alltoall", "broadcast", "reduce", "ps_central", "ps_sharded"}
+    assert all(r["wrong"] == 0 for r in good)
+    assert all(r["time_min_us"] <= r["time_median_us"] <= r["time_max_us"] for r in good)
+    assert {r["size_bytes"] for r in good if r["collective"] == "allreduce"} == {64, 4096}
+    assert data["bad"][0]["wrong"] == 1

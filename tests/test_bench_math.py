@@ -1,0 +1,66 @@
+import pytest
+
+from envmatrix.bench.aggregate import aggregate_rows
+from envmatrix.bench.formulas import ALL, COLLECTIVES, bandwidths
+from envmatrix.bench.sizes import aligned_count, format_size, parse_size, size_sweep
+from envmatrix.errors import ConfigError
+
+# nccl-tests doc/PERFORMANCE.md: busbw factor per test, for n ranks.
+DOCUMENTED = {
+    "allreduce": lambda n: 2 * (n - 1) / n,
+    "allgather": lambda n: (n - 1) / n,
+    "reduce_scatter": lambda n: (n - 1) / n,
+    "alltoall": lambda n: (n - 1) / n,
+    "broadcast": lambda n: 1,
+    "reduce": lambda n: 1,
+    "sendrecv": lambda n: 1,
+}
+
+
+@pytest.mark.parametrize("name", sorted(DOCUMENTED))
+@pytest.mark.parametrize("n", [1, 2, 4, 8, 16])
+def test_factor_table_matches_nccl_tests(name, n):
+    assert COLLECTIVES[name].factor(n) == pytest.approx(DOCUMENTED[name](n))
+
+
+def test_every_nccl_tests_collective_is_covered_and_patterns_flagged():
+    assert set(COLLECTIVES) == set(DOCUMENTED)
+    assert ALL["ps_central"].factor is None and ALL["ps_sharded"].factor is None
+
+
+def test_bandwidths_reproduce_an_nccl_tests_row():
+    # all_reduce_perf -g 4 row: 536870912 B in 2700.0 us -> algbw 198.84, busbw 298.26
+    algbw, busbw = bandwidths("allreduce", 536870912, 2700.0, 4)
+    assert round(algbw, 2) == 198.84 and round(busbw, 2) == 298.26
+    assert bandwidths("ps_central", 1024, 1.0, 4)[1] is None
+
+
+def test_sizes():
+    assert size_sweep(8, 64, 2) == [8, 16, 32, 64]
+    assert size_sweep(64 << 20, 1 << 30, 4) == [64 << 20, 256 << 20, 1 << 30]
+    assert size_sweep(100, 300, step_bytes=100) == [100, 200, 300]
+    assert parse_size("256M") == 256 << 20 and parse_size("1G") == 1 << 30 and parse_size(8) == 8 and parse_size("64KiB") == 64 << 10
+    assert format_size(1 << 30) == "1G" and format_size(24) == "24B"
+    for bad in ("0", "-1", "1.5G", "lots"):
+        with pytest.raises(ConfigError):
+            parse_size(bad)
+    with pytest.raises(ConfigError):
+        size_sweep(64, 8)
+
+
+def test_aligned_count_like_nccl_tests():
+    assert aligned_count(1000, 4, 4, True) == 248
+    assert aligned_count(1000, 4, 4, False) == 250
+    assert aligned_count(8, 4, 4, True) == 4  # at least one element per rank
+
+
+def test_aggregate_averages_rank_times_then_computes_bandwidth():
+    rows = [
+        {"collective": "allreduce", "size_bytes": 1 << 30, "count": 1 << 28, "dtype": "float32", "time_us": t,
+         "time_min_us": t - 10, "time_median_us": t, "time_max_us": t + 10, "wrong": w, "iters": 20}
+        for t, w in ((4000.0, 0), (6000.0, 2))
+    ]
+    (row,) = aggregate_rows(rows, 2)
+    assert row["time_us"] == 5000.0 and row["wrong"] == 2 and row["time_min_us"] == 3990.0 and row["time_max_us"] == 6010.0
+    assert row["algbw_gbps"] == pytest.approx((1 << 30) / 5e-3 / 1e9)
+    assert row["busbw_gbps"] == pytest.approx(row["algbw_gbps"] * 1.0)
