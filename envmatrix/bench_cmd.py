@@ -51,6 +51,7 @@ def prepare_bench(inp: SweepInput, args: Any, gpus: int) -> SweepInput:
         "warmup": args.warmup,
         "dtype": args.dtype,
         "check": not args.no_check,
+        "timing": args.timing,
     }
     probe = get_probe("builtin").spec({"bench": bench, "timeout_s": args.timeout, "collectives": ["allreduce"]}, "bench", inp.backend)
     return dataclasses.replace(inp, name="bench", grids=(grid,), setups=(setup,), probe=probe)

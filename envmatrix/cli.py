@@ -63,6 +63,8 @@ def _bench_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("-w", "--warmup", type=int, default=5, help="warmup iterations per size (default 5)")
     p.add_argument("-d", "--dtype", default="float32", help="float32, float16, bfloat16 or int32")
     p.add_argument("--no-check", action="store_true", help="skip the #wrong check (nccl-tests -c 0)")
+    p.add_argument("--timing", choices=("batched", "blocking"), default="batched",
+                   help="batched: mean over back-to-back async launches like nccl-tests (default); blocking: call by call")
     p.add_argument("--timeout", type=float, default=600.0, help="probe timeout in seconds (default 600)")
     p.add_argument("--out", metavar="DIR", help="run directory (default: reports/runs/bench)")
     p.add_argument("--allow-unknown-vars", action="store_true", help="let site-specific variables through")

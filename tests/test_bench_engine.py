@@ -43,3 +43,5 @@ def test_engine_rows_and_wrong_detection(tmp_path):
     assert all(r["time_min_us"] <= r["time_median_us"] <= r["time_max_us"] for r in good)
     assert {r["size_bytes"] for r in good if r["collective"] == "allreduce"} == {64, 4096}
     assert data["bad"][0]["wrong"] == 1
+    timing = {r["collective"]: r["timing"] for r in good}
+    assert timing["allreduce"] == "batched" and timing["ps_sharded"] == "blocking"

@@ -44,8 +44,8 @@ Builder = Callable[[BenchContext, int], tuple[Callable[[], None], Callable[[], i
 def _allreduce(c: BenchContext, count: int):
     buf = c.pattern(count, c.rank)
 
-    def run():
-        c.dist.all_reduce(buf)
+    def run(async_op=False):
+        return [c.dist.all_reduce(buf, async_op=async_op)]
 
     def check():
         buf.copy_(c.pattern(count, c.rank))
@@ -60,8 +60,8 @@ def _allgather(c: BenchContext, count: int):
     chunk = count // c.world
     send, recv = c.pattern(chunk, c.rank), c.torch.empty(count, dtype=c.dtype, device=c.device)
 
-    def run():
-        c.dist.all_gather_into_tensor(recv, send)
+    def run(async_op=False):
+        return [c.dist.all_gather_into_tensor(recv, send, async_op=async_op)]
 
     def check():
         recv.zero_()
@@ -76,8 +76,8 @@ def _reduce_scatter(c: BenchContext, count: int):
     chunk = count // c.world
     send, recv = c.pattern(count, c.rank), c.torch.empty(chunk, dtype=c.dtype, device=c.device)
 
-    def run():
-        c.dist.reduce_scatter_tensor(recv, send)
+    def run(async_op=False):
+        return [c.dist.reduce_scatter_tensor(recv, send, async_op=async_op)]
 
     def check():
         recv.zero_()
@@ -96,8 +96,8 @@ def _alltoall(c: BenchContext, count: int):
 
     send, recv = chunks_of(c.rank), c.torch.empty(count, dtype=c.dtype, device=c.device)
 
-    def run():
-        c.dist.all_to_all_single(recv, send)
+    def run(async_op=False):
+        return [c.dist.all_to_all_single(recv, send, async_op=async_op)]
 
     def check():
         recv.zero_()
@@ -111,8 +111,8 @@ def _alltoall(c: BenchContext, count: int):
 def _broadcast(c: BenchContext, count: int):
     buf = c.pattern(count, c.rank)
 
-    def run():
-        c.dist.broadcast(buf, 0)
+    def run(async_op=False):
+        return [c.dist.broadcast(buf, 0, async_op=async_op)]
 
     def check():
         buf.copy_(c.pattern(count, c.rank))
@@ -125,8 +125,8 @@ def _broadcast(c: BenchContext, count: int):
 def _reduce(c: BenchContext, count: int):
     buf = c.pattern(count, c.rank)
 
-    def run():
-        c.dist.reduce(buf, 0)
+    def run(async_op=False):
+        return [c.dist.reduce(buf, 0, async_op=async_op)]
 
     def check():
         buf.copy_(c.pattern(count, c.rank))
@@ -142,10 +142,14 @@ def _sendrecv(c: BenchContext, count: int):
     send, recv = c.pattern(count, c.rank), c.torch.empty(count, dtype=c.dtype, device=c.device)
     nxt, prv = (c.rank + 1) % c.world, (c.rank - 1) % c.world
 
-    def run():
+    def run(async_op=False):
         ops = [c.dist.P2POp(c.dist.isend, send, nxt), c.dist.P2POp(c.dist.irecv, recv, prv)]
-        for req in c.dist.batch_isend_irecv(ops):
+        reqs = c.dist.batch_isend_irecv(ops)
+        if async_op:
+            return reqs
+        for req in reqs:
             req.wait()
+        return []
 
     def check():
         recv.zero_()
@@ -164,11 +168,12 @@ def _p2p(c: BenchContext, count: int):
     src, dst = p2p_pair(c.world, c.ppn)
     buf = c.pattern(count, src) if c.rank == src else c.torch.empty(count, dtype=c.dtype, device=c.device)
 
-    def run():
+    def run(async_op=False):
         if c.rank == src:
             c.dist.send(buf, dst)
         elif c.rank == dst:
             c.dist.recv(buf, src)
+        return []
 
     def check():
         if c.rank == dst:
@@ -182,9 +187,10 @@ def _p2p(c: BenchContext, count: int):
 def _ps_central(c: BenchContext, count: int):
     buf = c.pattern(count, c.rank)
 
-    def run():
+    def run(async_op=False):
         c.dist.reduce(buf, 0)
         c.dist.broadcast(buf, 0)
+        return []
 
     def check():
         buf.copy_(c.pattern(count, c.rank))
@@ -200,10 +206,11 @@ def _ps_sharded(c: BenchContext, count: int):
     shards = c.torch.empty(count, dtype=c.dtype, device=c.device)
     full = c.torch.empty(count, dtype=c.dtype, device=c.device)
 
-    def run():
+    def run(async_op=False):
         c.dist.all_to_all_single(shards, grads)
         mine = shards.view(c.world, chunk).sum(dim=0, dtype=c.dtype)
         c.dist.all_gather_into_tensor(full, mine)
+        return []
 
     def check():
         grads.copy_(c.pattern(count, c.rank))
@@ -231,8 +238,38 @@ BUILDERS: dict[str, Builder] = {
 }
 
 
-def _timed(c: BenchContext, run: Callable[[], None], iters: int) -> list[float]:
-    """Per-iteration times in microseconds, launches back to back."""
+# Patterns with a data dependency inside (a local sum, or a send whose buffer is
+# reused) must complete each call before the next: always timed call by call.
+_BLOCKING_ONLY = ("p2p", "ps_central", "ps_sharded")
+
+
+def _timed_batched(c: BenchContext, run: Callable[..., list], iters: int) -> float:
+    """Mean time per op in microseconds with every launch issued back to back, as nccl-tests times.
+
+    torch's blocking collectives make the compute stream wait for the NCCL
+    stream after every call; async launches keep the NCCL stream busy instead.
+    """
+    works: list = []
+    if c.device.type == "cuda":
+        start, end = c.torch.cuda.Event(enable_timing=True), c.torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(iters):
+            works += run(True)
+        for work in works:
+            work.wait()
+        end.record()
+        c.sync()
+        return start.elapsed_time(end) * 1e3 / iters
+    t0 = time.perf_counter()
+    for _ in range(iters):
+        works += run(True)
+    for work in works:
+        work.wait()
+    return (time.perf_counter() - t0) * 1e6 / iters
+
+
+def _timed(c: BenchContext, run: Callable[..., list], iters: int) -> list[float]:
+    """Per-iteration times in microseconds of blocking calls."""
     if c.device.type == "cuda":
         events = [c.torch.cuda.Event(enable_timing=True) for _ in range(iters + 1)]
         events[0].record()
@@ -255,7 +292,15 @@ def _barrier(c: BenchContext) -> None:
     c.sync()
 
 
-def run_bench(c: BenchContext, collectives: list[str], sizes: list[int], iters: int, warmup: int, check: bool = True) -> list[dict[str, Any]]:
+def run_bench(
+    c: BenchContext,
+    collectives: list[str],
+    sizes: list[int],
+    iters: int,
+    warmup: int,
+    check: bool = True,
+    timing: str = "batched",
+) -> list[dict[str, Any]]:
     rows = []
     warnings.filterwarnings("ignore", category=FutureWarning)
     for name in collectives:
@@ -268,7 +313,13 @@ def run_bench(c: BenchContext, collectives: list[str], sizes: list[int], iters: 
             for _ in range(warmup):
                 run()
             _barrier(c)
-            times = _timed(c, run, iters)
+            if timing == "batched" and name not in _BLOCKING_ONLY:
+                mean = _timed_batched(c, run, iters)
+                _barrier(c)
+                times = _timed(c, run, max(1, min(iters, 10)))  # per-call spread
+            else:
+                times = _timed(c, run, iters)
+                mean = sum(times) / len(times)
             wrong = verify() if check else None
             participant = name != "p2p" or c.rank in p2p_pair(c.world, c.ppn)
             if not participant:
@@ -281,7 +332,8 @@ def run_bench(c: BenchContext, collectives: list[str], sizes: list[int], iters: 
                     "dtype": str(c.dtype).replace("torch.", ""),
                     "iters": iters,
                     "warmup": warmup,
-                    "time_us": sum(times) / len(times),
+                    "time_us": mean,
+                    "timing": timing if name not in _BLOCKING_ONLY else "blocking",
                     "time_min_us": min(times),
                     "time_median_us": statistics.median(times),
                     "time_max_us": max(times),

@@ -27,6 +27,7 @@ BENCH_DEFAULTS = {
     "warmup": 5,
     "dtype": "float32",
     "check": True,
+    "timing": "batched",  # batched: back-to-back async launches like nccl-tests; blocking: call by call
 }
 
 
@@ -43,6 +44,8 @@ def normalize_bench(raw: Any, where: str, backend: str) -> Optional[dict[str, An
     bad = [c for c in colls if c not in ALL]
     if bad or not colls:
         raise ConfigError(f"{where}.collectives: {bad[0] if bad else '[]'!r} not allowed; allowed: {', '.join(ALL)}")
+    if bench["timing"] not in ("batched", "blocking"):
+        raise ConfigError(f"{where}.timing: {bench['timing']!r} not allowed; allowed: batched, blocking")
     if bench["dtype"] not in DTYPES:
         raise ConfigError(f"{where}.dtype: {bench['dtype']!r} not allowed; allowed: {', '.join(DTYPES)}")
     if bench["max_bytes"] is None:
