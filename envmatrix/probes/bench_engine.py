@@ -243,6 +243,17 @@ BUILDERS: dict[str, Builder] = {
 _BLOCKING_ONLY = ("p2p", "ps_central", "ps_sharded")
 
 
+# A GPU-side sleep queued before the start event keeps the stream busy while the
+# host is still inside torch's launch path, so the events time the collectives
+# and not Python/c10d launch latency (nccl-tests' C launch costs microseconds).
+_HOLD_US_PER_LAUNCH = 100.0
+_CYCLES_PER_US = 2000.0
+
+
+def _hold_stream(c: BenchContext, launches: int) -> None:
+    c.torch.cuda._sleep(int((50.0 + _HOLD_US_PER_LAUNCH * launches) * _CYCLES_PER_US))
+
+
 def _timed_batched(c: BenchContext, run: Callable[..., list], iters: int) -> float:
     """Mean time per op in microseconds with every launch issued back to back, as nccl-tests times.
 
@@ -252,6 +263,7 @@ def _timed_batched(c: BenchContext, run: Callable[..., list], iters: int) -> flo
     works: list = []
     if c.device.type == "cuda":
         start, end = c.torch.cuda.Event(enable_timing=True), c.torch.cuda.Event(enable_timing=True)
+        _hold_stream(c, iters)
         start.record()
         for _ in range(iters):
             works += run(True)
@@ -271,13 +283,14 @@ def _timed_batched(c: BenchContext, run: Callable[..., list], iters: int) -> flo
 def _timed(c: BenchContext, run: Callable[..., list], iters: int) -> list[float]:
     """Per-iteration times in microseconds of blocking calls."""
     if c.device.type == "cuda":
-        events = [c.torch.cuda.Event(enable_timing=True) for _ in range(iters + 1)]
-        events[0].record()
-        for i in range(iters):
+        pairs = [(c.torch.cuda.Event(enable_timing=True), c.torch.cuda.Event(enable_timing=True)) for _ in range(iters)]
+        for start, end in pairs:
+            _hold_stream(c, 1)
+            start.record()
             run()
-            events[i + 1].record()
+            end.record()
         c.sync()
-        return [events[i].elapsed_time(events[i + 1]) * 1e3 for i in range(iters)]
+        return [start.elapsed_time(end) * 1e3 for start, end in pairs]
     times = []
     for _ in range(iters):
         t0 = time.perf_counter()
