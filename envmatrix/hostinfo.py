@@ -38,6 +38,31 @@ def gpu_inventory(environ: Mapping[str, str] | None = None) -> list[dict[str, st
     return gpus[: visible_count(len(gpus), environ)]
 
 
+def parse_nccl_conf(text: str) -> dict[str, str]:
+    """NCCL's conf-file syntax: VAR=VALUE per line, '#' comments (src/misc/param.cc)."""
+    found = {}
+    for line in text.splitlines():
+        line = line.split("#", 1)[0].strip()
+        if "=" in line:
+            key, value = line.split("=", 1)
+            if key.strip():
+                found[key.strip()] = value.strip()
+    return found
+
+
+def nccl_conf_files(environ: Mapping[str, str]) -> list[dict[str, Any]]:
+    """Files NCCL reads to fill variables the env leaves unset (NCCL_CONF_FILE or ~/.nccl.conf, then /etc/nccl.conf)."""
+    first = environ.get("NCCL_CONF_FILE") or os.path.join(environ.get("HOME", "~"), ".nccl.conf")
+    found = []
+    for path in (first, "/etc/nccl.conf"):
+        try:
+            with open(os.path.expanduser(path)) as fh:
+                found.append({"path": path, "variables": parse_nccl_conf(fh.read())})
+        except OSError:
+            continue
+    return found
+
+
 def host_facts(with_topology: bool = True) -> dict[str, Any]:
     gpus = gpu_inventory()
     facts: dict[str, Any] = {
@@ -46,7 +71,7 @@ def host_facts(with_topology: bool = True) -> dict[str, Any]:
         "cpus": os.cpu_count(),
         "gpus": gpus,
         "driver": gpus[0]["driver"] if gpus else None,
-        "nccl_conf_files": [p for p in (os.path.expanduser("~/.nccl.conf"), "/etc/nccl.conf") if os.path.exists(p)],
+        "nccl_conf_files": nccl_conf_files(os.environ),
     }
     if gpus and with_topology:
         topo = run_capture(["nvidia-smi", "topo", "-m"])

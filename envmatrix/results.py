@@ -77,6 +77,7 @@ class ProbeResult:
     versions: dict[str, Any] = field(default_factory=dict)
     metrics: list[dict[str, Any]] = field(default_factory=list)  # bench rows (per size)
     intended_env: dict[str, str] = field(default_factory=dict)  # setup env as applied
+    nccl: dict[str, Any] = field(default_factory=dict)  # parsed NCCL log: version, transports, plugin, warnings
     sweep_id: Optional[str] = None
 
     @property

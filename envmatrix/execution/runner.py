@@ -9,10 +9,10 @@ import sys
 import time
 from typing import Any, Mapping, Optional
 
-from envmatrix.bench.aggregate import aggregate_rows
 from envmatrix.env.atoms import Setup
 from envmatrix.env.merge import materialize
 from envmatrix.execution.processes import run_group
+from envmatrix.parsers.nccl_log import merge, parse_nccl_log, transport_label
 from envmatrix.launchers.base import LaunchContext, Launcher
 from envmatrix.planning.plan import Run
 from envmatrix.probes.base import Probe
@@ -73,15 +73,17 @@ def execute(
     started = time.time()
     outcomes = run_group(plan.processes, timeout_s=float(params["timeout_s"]), grace_s=float(params.get("grace_s", 5.0)))
     finished = time.time()
-    ranks = []
+    ranks, logs = [], []
     # One process per rank for the local launcher; launchers that fan out (mpirun) map by rank order.
     for slot, process, spec in zip(plan.slots, outcomes, plan.processes):
         rank = RankResult(rank=slot.rank, node=slot.node, local_rank=slot.local_rank, log_path=spec.log_path)
         report = _read_json(os.path.join(workdir, f"rank{slot.rank}.json"))
-        ranks.append(probe.interpret(rank, process, report, _read_text(spec.log_path)))
+        log = _read_text(spec.log_path)
+        logs.append(log)
+        ranks.append(probe.interpret(rank, process, report, log))
     outcome, cause = verdict(ranks)
     versions = next((r.versions for r in ranks if r.versions), {})
-    metrics = aggregate_rows((row for r in ranks for row in r.bench), run.grid.world)
+    metrics = probe.metrics(ranks, run.grid.world)
     return ProbeResult(
         run_key=run.key,
         setup=run.setup.to_json(),
@@ -97,4 +99,17 @@ def execute(
         versions={k: v for k, v in versions.items() if k != "libraries"},
         intended_env=intended_setup_env(run.setup),
         metrics=metrics,
+        nccl=nccl_facts(logs),
     )
+
+
+def nccl_facts(logs: list[str]) -> dict[str, Any]:
+    """What the ranks' NCCL logs say (transport per peer, plugin, warnings), merged over ranks."""
+    if not any("NCCL " in log for log in logs):
+        return {}
+    summary = merge([parse_nccl_log(log) for log in logs])
+    facts = summary.as_dict()
+    for bulky in ("peers", "comms"):
+        facts.pop(bulky, None)
+    facts["transport"] = transport_label(summary)
+    return facts

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import abc
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping, Optional, Sequence
 
+from envmatrix.bench.aggregate import aggregate_rows
 from envmatrix.errors import ConfigError, did_you_mean
 from envmatrix.execution.processes import ProcessOutcome
 from envmatrix.planning.plan import ProbeSpec
@@ -41,6 +42,10 @@ class Probe(abc.ABC):
 
     def rank_env(self, spec: ProbeSpec) -> dict[str, str]:
         return {}
+
+    def metrics(self, ranks: Sequence[RankResult], world: int) -> list[dict[str, Any]]:
+        """The run's bench rows: per-rank timings averaged like nccl-tests -a 1."""
+        return aggregate_rows((row for r in ranks for row in r.bench), world)
 
     @abc.abstractmethod
     def interpret(self, rank: RankResult, process: ProcessOutcome, report: Optional[dict[str, Any]], log: str) -> RankResult:

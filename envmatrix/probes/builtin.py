@@ -62,10 +62,28 @@ def normalize_bench(raw: Any, where: str, backend: str) -> Optional[dict[str, An
     return bench
 
 
+NCCL_DEBUG_LEVELS = ("VERSION", "WARN", "INFO", "TRACE")
+
+
+def nccl_debug_env(params: Mapping[str, Any]) -> dict[str, str]:
+    level = params.get("nccl_debug")
+    if not level:
+        return {}
+    return {"NCCL_DEBUG": str(level), "NCCL_DEBUG_SUBSYS": str(params.get("nccl_debug_subsys") or "INIT,NET")}
+
+
 @register
 class BuiltinProbe(Probe):
     name = "builtin"
-    defaults = {"collectives": list(COLLECTIVES), "numel": 4096, "timeout_s": 120.0, "grace_s": 5.0, "bench": None}
+    defaults = {
+        "collectives": list(COLLECTIVES),
+        "numel": 4096,
+        "timeout_s": 120.0,
+        "grace_s": 5.0,
+        "bench": None,
+        "nccl_debug": None,  # e.g. INFO: capture NCCL's log per rank (transports, plugin, warnings)
+        "nccl_debug_subsys": "INIT,NET",
+    }
 
     def normalize(self, params: dict[str, Any], where: str, backend: str) -> dict[str, Any]:
         bad = [c for c in params["collectives"] if c not in COLLECTIVES]
@@ -74,13 +92,17 @@ class BuiltinProbe(Probe):
         if not isinstance(params["numel"], int) or params["numel"] < 1:
             raise ConfigError(f"{where}.numel: {params['numel']!r} not allowed; allowed: an integer >= 1")
         params["bench"] = normalize_bench(params.get("bench"), f"{where}.bench", backend)
+        level = params.get("nccl_debug")
+        if level is not None and str(level).upper() not in NCCL_DEBUG_LEVELS:
+            raise ConfigError(f"{where}.nccl_debug: {level!r} not allowed; allowed: {', '.join(NCCL_DEBUG_LEVELS)} or null")
+        params["nccl_debug"] = None if level is None else str(level).upper()
         return super().normalize(params, where, backend)
 
     def rank_argv(self, spec: ProbeSpec, python: str) -> tuple[str, ...]:
         return (python, "-m", "envmatrix.probes.rank_main")
 
     def rank_env(self, spec: ProbeSpec) -> dict[str, str]:
-        return {"ENVMATRIX_PROBE": json.dumps(spec.params, sort_keys=True)}
+        return {"ENVMATRIX_PROBE": json.dumps(spec.params, sort_keys=True), **nccl_debug_env(spec.params)}
 
     def interpret(self, rank: RankResult, process: ProcessOutcome, report: Optional[dict[str, Any]], log: str) -> RankResult:
         if report:

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import shlex
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping, Optional, Sequence
 
 from envmatrix.errors import ConfigError
 from envmatrix.execution.processes import ProcessOutcome
 from envmatrix.planning.plan import ProbeSpec
 from envmatrix.probes.base import Probe, from_process, register
-from envmatrix.results import UNRESOLVED, RankResult
+from envmatrix.probes.builtin import nccl_debug_env
+from envmatrix.parsers.nccl_tests import NcclTestsReport, looks_like_nccl_tests, parse_stdout
+from envmatrix.results import COLLECTIVE_ERROR, EXIT_ERROR, PASS, UNRESOLVED, WRONG_RESULT, RankResult
 
 SKIP_EXIT = 125
 
@@ -21,7 +23,10 @@ def command_argv(command: Any) -> tuple[str, ...]:
 @register
 class CommandProbe(Probe):
     name = "command"
-    defaults = {"command": None, "timeout_s": 120.0, "grace_s": 5.0}
+    defaults = {"command": None, "timeout_s": 120.0, "grace_s": 5.0, "nccl_debug": None, "nccl_debug_subsys": "INIT,NET"}
+
+    def rank_env(self, spec: ProbeSpec) -> dict[str, str]:
+        return nccl_debug_env(spec.params)
 
     def normalize(self, params: dict[str, Any], where: str, backend: str) -> dict[str, Any]:
         if not params.get("command") or not command_argv(params["command"]):
@@ -35,4 +40,24 @@ class CommandProbe(Probe):
         from_process(rank, process, log)
         if process.exit_code == SKIP_EXIT and not process.killed_by:
             rank.outcome, rank.error = UNRESOLVED, f"exit code {SKIP_EXIT} (cannot test)"
+        elif looks_like_nccl_tests(log):
+            judge_nccl_tests(rank, parse_stdout(log))
         return rank
+
+    def metrics(self, ranks: Sequence[RankResult], world: int) -> list[dict[str, Any]]:
+        """nccl-tests' table is already reduced over ranks: take the lowest rank that printed one."""
+        return next((list(r.bench) for r in sorted(ranks, key=lambda r: r.rank) if r.bench), [])
+
+
+def judge_nccl_tests(rank: RankResult, report: NcclTestsReport) -> None:
+    """Self-checking like nccl-tests: #wrong > 0 or a FAILED footer is a wrong_result."""
+    rank.bench = report.metrics(report.collective or "unknown")
+    if report.errors and rank.outcome != PASS:
+        rank.outcome = COLLECTIVE_ERROR if rank.outcome == EXIT_ERROR else rank.outcome
+        rank.root_cause_line = report.last_nccl_error or report.errors[0]
+        rank.error = report.errors[0]
+    elif rank.outcome == PASS and (report.wrong_total or report.out_of_bounds_ok is False):
+        bad = [r for r in report.rows if r.wrong]
+        where = f" (first at {bad[0].size_bytes} B, {'in' if bad[0].in_place else 'out-of'}-place)" if bad else ""
+        rank.outcome = WRONG_RESULT
+        rank.error = rank.root_cause_line = f"nccl-tests: {report.wrong_total} wrong elements{where}, out of bounds values {report.out_of_bounds}"

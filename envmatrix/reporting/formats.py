@@ -23,6 +23,13 @@ def render_markdown(matrix: Matrix, results: Sequence[ProbeResult], title: str) 
         out.append(f"| {row} | " + " | ".join(matrix.cell(row, c) for c in matrix.columns) + " |")
     out += ["", "## Setups", "", "| setup | env (diff against the first setup) |", "| --- | --- |"]
     out += [f"| ({name}) | `{_md_escape(env)}` |" for name, env in matrix.legend]
+    if any(r.nccl.get("transport") for r in results):
+        by_cell = {(r.grid, r.setup_name): r.nccl.get("transport") or "" for r in results}
+        out += ["", "## Transport per cell (from NCCL's log)", ""]
+        out.append("| grid | " + " | ".join(f"({c})" for c in matrix.columns) + " |")
+        out.append("| ---- | " + " | ".join("---" for _ in matrix.columns) + " |")
+        for row in matrix.rows:
+            out.append(f"| {row} | " + " | ".join(by_cell.get((row, c), "") or "-" for c in matrix.columns) + " |")
     if matrix.failures:
         out += ["", "## Failures", "", "| setup | grid | class | rank | root cause |", "| --- | --- | --- | --- | --- |"]
         out += [
