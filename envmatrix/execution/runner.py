@@ -74,13 +74,13 @@ def execute(
     outcomes = run_group(plan.processes, timeout_s=float(params["timeout_s"]), grace_s=float(params.get("grace_s", 5.0)))
     finished = time.time()
     ranks, logs = [], []
-    # One process per rank for the local launcher; launchers that fan out (mpirun) map by rank order.
-    for slot, process, spec in zip(plan.slots, outcomes, plan.processes):
-        rank = RankResult(rank=slot.rank, node=slot.node, local_rank=slot.local_rank, log_path=spec.log_path)
+    for slot in plan.slots:
+        paths = plan.logs_of(slot.rank)
+        rank = RankResult(rank=slot.rank, node=slot.node, local_rank=slot.local_rank, log_path=paths[0])
         report = _read_json(os.path.join(workdir, f"rank{slot.rank}.json"))
-        log = _read_text(spec.log_path)
+        log = "".join(_read_text(p) for p in paths)
         logs.append(log)
-        ranks.append(probe.interpret(rank, process, report, log))
+        ranks.append(probe.interpret(rank, outcomes[plan.process_index(slot.rank)], report, log))
     outcome, cause = verdict(ranks)
     versions = next((r.versions for r in ranks if r.versions), {})
     metrics = probe.metrics(ranks, run.grid.world)

@@ -38,6 +38,18 @@ class LaunchPlan:
     slots: tuple[RankSlot, ...]
     # The env each rank is meant to see (the env-delivery check compares it with what ranks report).
     intended_env: tuple[Mapping[str, str], ...]
+    # Which process hosts each rank (mpirun/srun start one process for many ranks); None: rank i -> process i.
+    process_of_rank: Optional[tuple[int, ...]] = None
+    # Files holding each rank's output; None: the hosting process's log.
+    rank_logs: Optional[tuple[tuple[str, ...], ...]] = None
+
+    def process_index(self, rank: int) -> int:
+        return rank if self.process_of_rank is None else self.process_of_rank[rank]
+
+    def logs_of(self, rank: int) -> tuple[str, ...]:
+        if self.rank_logs is None:
+            return (self.processes[self.process_index(rank)].log_path,)
+        return self.rank_logs[rank]
 
 
 class Launcher(abc.ABC):
