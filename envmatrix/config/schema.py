@@ -18,3 +18,5 @@ class SweepSchema:
     seed: int = 0
     max_local_ranks: int = 16
     description: Optional[str] = None
+    search: Dict[str, Any] = field(default_factory=dict)  # envmatrix search: space, objective, sampler, storage
+    hosts: List[str] = field(default_factory=list)  # cluster launchers: hosts to run on (default: the allocation)
