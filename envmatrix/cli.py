@@ -79,6 +79,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub.required = True
     _sweep_parser(sub)
     _bench_parser(sub)
+    from envmatrix.cli_bisect import add_parsers as add_bisect
+
+    add_bisect(sub)
     return parser
 
 

@@ -84,7 +84,13 @@ def run_sweep(
         notify("result", progress, result)
     progress.current = None
     notify("end", progress, None)
-    return sid, runs, store.latest(run_keys=[r.key for r in runs])
+    # A stored result may come from another command (bisect, search) under another
+    # name for the same env: report it under this sweep's setup names.
+    by_key = {r.key: r for r in runs}
+    results = store.latest(run_keys=list(by_key))
+    for result in results:
+        result.setup = by_key[result.run_key].setup.to_json()
+    return sid, runs, results
 
 
 def _safe(name: str) -> str:

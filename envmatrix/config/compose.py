@@ -68,6 +68,14 @@ def split_conf_override(overrides: Sequence[str]) -> tuple[str | None, list[str]
     return conf, rest
 
 
+def register_probe_groups(store: Any) -> None:
+    """One Hydra group option per registered probe, holding that probe's parameters and defaults."""
+    from envmatrix.probes import get_probe, probe_names
+
+    for name in probe_names():
+        store.store(group="probe", name=name, node={"name": name, **get_probe(name).defaults})
+
+
 def _one_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return text[0] if text else type(exc).__name__
@@ -93,9 +101,14 @@ def compose_config(overrides: Sequence[str]) -> tuple[Any, Path]:
     store = ConfigStore.instance()
     store.store(name="envmatrix_schema", node=SweepSchema)
     store.store(group="conf", name="selected", node=content, package="_global_")
+    register_probe_groups(store)
+    # The probe group must match the probe the file names, so its keys are the right ones.
+    chosen = [o for o in rest if o.startswith("probe=")]
+    named = (content.get("probe") or {}).get("name") if isinstance(content.get("probe"), dict) else None
+    group = [] if chosen else [f"probe={named or 'builtin'}"]
     try:
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-            cfg = compose(config_name="config", overrides=["conf=selected", *rest])
+            cfg = compose(config_name="config", overrides=["conf=selected", *group, *rest])
     except (HydraException, OmegaConfBaseException, ValueError) as exc:
         raise ConfigError(_explain(exc, conf_file, rest)) from None
     OmegaConf.set_readonly(cfg, True)

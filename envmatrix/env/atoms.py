@@ -70,7 +70,15 @@ class Setup:
         }
 
     def shell_lines(self) -> list[str]:
-        return [_shell_line(a) for a in self.atoms]
+        """``export`` lines a shell can source; prepends come last entry first, as users write them."""
+        lines, done = [], set()
+        for atom in self.atoms:
+            if atom.op != PREPEND:
+                lines.append(_shell_line(atom))
+            elif atom.var not in done:
+                done.add(atom.var)
+                lines += [_shell_line(a) for a in reversed(self.atoms) if a.var == atom.var and a.op == PREPEND]
+        return lines
 
 
 def _shell_line(atom: Atom) -> str:

@@ -1,8 +1,9 @@
 """(setups x grids x probe) -> runs with stable ids.
 
 The run key hashes everything that changes what a run measures (setup atoms,
-grid, probe spec, backend, launcher), so a resumed sweep skips exactly the
-runs already done and an edited setup is run again.
+grid, probe spec, backend, launcher) and nothing else, so a resumed sweep skips
+exactly the runs already done, an edited setup is run again, and bisect/search
+reuse stored results of the same env.
 """
 
 from __future__ import annotations
@@ -56,8 +57,9 @@ class Run:
 
 
 def run_key(setup: Setup, grid: Grid, probe: ProbeSpec, backend: str, launcher: str) -> str:
+    # The setup's name is left out on purpose: the same env on the same grid and probe is
+    # the same measurement, so bisect and search reuse what a sweep already ran.
     ident = {
-        "setup": setup.name,
         "atoms": [a.to_json() for a in setup.atoms],
         "grid": grid.label,
         "probe": probe.to_json(),

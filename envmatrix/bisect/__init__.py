@@ -1,0 +1,1 @@
+"""Bisect a failing environment down to its culprit atoms."""

@@ -1,0 +1,57 @@
+"""Bisect reports: seed 003's second table (rows = grids, columns = atom subsets, 1/0), culprits, repairs."""
+
+from __future__ import annotations
+
+from envmatrix.bisect.driver import BisectReport
+from envmatrix.env.atoms import Setup
+
+
+def subset_label(indices: list[int], n: int, labels: dict[int, str]) -> str:
+    """Seed 003 style: the atoms kept, or "all-xy" when most are kept."""
+    if len(indices) == n:
+        return "all"
+    if not indices:
+        return "none"
+    if len(indices) > n / 2:
+        return "all-" + "".join(labels[i] for i in range(n) if i not in indices)
+    return "".join(labels[i] for i in indices)
+
+
+def trail_table(report: BisectReport) -> tuple[list[str], list[str]]:
+    labels, n = report.labels(), len(report.atoms)
+    header = [subset_label(idx, n, labels) for idx, _ in report.trail]
+    cells = ["1" if outcome == "pass" else ("0" if outcome == "fail" else "?") for _, outcome in report.trail]
+    return header, cells
+
+
+def render_markdown(report: BisectReport) -> str:
+    labels = report.labels()
+    out = [f"# envmatrix bisect: {report.name} on {report.grid}", ""]
+    out.append(
+        f"Original failure: {report.original.get('outcome')}: {report.original.get('line')}  \n"
+        f"Probes launched: {report.probes_launched}; method: {report.method}; answer proven complete: {'yes' if report.complete else 'no'}"
+    )
+    out += ["", "## Atoms", "", "| atom | assignment |", "| --- | --- |"]
+    out += [f"| {labels[i]} | `{a}` |" for i, a in enumerate(report.atoms)]
+    if report.baseline:
+        out += ["", "Baseline (always applied): " + "; ".join(f"`{a}`" for a in report.baseline)]
+    header, cells = trail_table(report)
+    out += ["", "## Trail (1 = passes, 0 = fails the same way, ? = unresolved)", ""]
+    out.append("| grid | " + " | ".join(f"({h})" for h in header) + " |")
+    out.append("| --- | " + " | ".join("---" for _ in header) + " |")
+    out.append(f"| {report.grid} | " + " | ".join(cells) + " |")
+    out += ["", "## Culprits", ""]
+    if report.culprits:
+        for c in report.culprits:
+            kind = "interacting: all needed together" if len(c) > 1 else "fails alone"
+            out.append(f"- {{{', '.join(f'`{a}`' for a in c)}}} ({kind})")
+    else:
+        out.append("- none found")
+    if report.repairs:
+        out += ["", "## Repair", "", "| variable | value | outcome | busbw (GB/s) | root cause |", "| --- | --- | --- | --- | --- |"]
+        for r in report.repairs:
+            busbw = "-" if r.busbw is None else f"{r.busbw:.2f}"
+            out.append(f"| {r.var} | {'(unset)' if r.value is None else r.value} | {r.outcome} | {busbw} | {(r.root_cause or '').replace('|', '/')[:160]} |")
+    if report.recommended:
+        out += ["", "## Recommended env", "", "```bash", *Setup("recommended", tuple(report.recommended)).shell_lines(), "```"]
+    return "\n".join(out) + "\n"

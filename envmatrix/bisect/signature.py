@@ -1,0 +1,35 @@
+"""Failure signatures: is this probe failing *the same way* as the env being bisected?"""
+
+from __future__ import annotations
+
+import re
+from typing import Optional
+
+from envmatrix.results import LAUNCH_ERROR, PASS, UNRESOLVED, ProbeResult
+
+_NOISE = [
+    (re.compile(r"0x[0-9a-f]+", re.I), "0x#"),
+    (re.compile(r"\[rank\d+\]:?"), ""),
+    (re.compile(r"\b\d+\b"), "#"),
+    (re.compile(r"\s+"), " "),
+]
+
+
+def normalize(line: Optional[str]) -> str:
+    text = (line or "").strip().lower()
+    for pattern, repl in _NOISE:
+        text = pattern.sub(repl, text)
+    return text.strip()
+
+
+def signature(result: ProbeResult) -> tuple[str, str]:
+    return result.outcome, normalize((result.root_cause or {}).get("line"))
+
+
+def classify(result: ProbeResult, original: tuple[str, str]) -> str:
+    """pass / fail (same failure) / unresolved (another failure, exit 125, launch error)."""
+    if result.outcome == PASS:
+        return "pass"
+    if result.outcome in (UNRESOLVED, LAUNCH_ERROR):
+        return "unresolved"
+    return "fail" if signature(result) == original else "unresolved"

@@ -1,0 +1,149 @@
+"""``envmatrix bisect``: from a failing env to every culprit, then a repair."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+from pathlib import Path
+from typing import Any
+
+from envmatrix.errors import ConfigError, did_you_mean
+
+EXAMPLES = """examples:
+  envmatrix bisect conf=aws_ofi --failing 2x2                  # failing setups of the last sweep on 2x2
+  envmatrix bisect conf=aws_ofi --failing 2x2 --setup 0 --baseline 3
+  envmatrix bisect --grid 2x2 --env-file seed003_env0.sh       # KEY=VALUE / export lines as pasted
+  envmatrix bisect --grid 1x2 --env-file env.sh --probe-cmd 'my_check --fast' --repeats 3
+  envmatrix bisect --grid 2x2 --versions /opt/nccl/2.27/lib /opt/nccl/2.28/lib /opt/nccl/2.29/lib
+"""
+
+
+def add_parsers(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "bisect",
+        help="find every culprit atom of a failing env (and repair it), or the first bad NCCL/plugin version",
+        description="Bisect a failing environment to its minimal failing atom sets with few probes; each answer is "
+        "proven by probes. Each variable assignment and each path entry is one atom.",
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("overrides", nargs="*", help="Hydra overrides choosing the config (conf=..., backend=..., probe.timeout_s=...)")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--failing", metavar="GRID", help="bisect the setups that failed on GRID in the last sweep of the store")
+    src.add_argument("--env-file", metavar="FILE", help="KEY=VALUE lines (export prefixes, quotes, comments, $VAR) to bisect; needs --grid")
+    src.add_argument("--versions", nargs="+", metavar="PATH", help="ordered NCCL library / plugin paths (first good ... last bad)")
+    src.add_argument("--versions-file", metavar="FILE", help="the same, one path per line")
+    p.add_argument("--grid", help="NxP for --env-file / --versions (default: the config's first grid)")
+    p.add_argument("--setup", help="with --failing: only this setup")
+    p.add_argument("--baseline", help="a passing setup of the config to bisect against (default: empty env)")
+    p.add_argument("--version-mode", choices=("auto", "preload", "library_path"), default="auto", help="how --versions paths are applied")
+    p.add_argument("--probe-cmd", metavar="CMD", help="command each rank runs instead of the built-in probe (exit 0 pass, 125 unresolved, else fail)")
+    p.add_argument("--repeats", type=int, default=1, help="settle each probe by majority of up to 2K-1 runs (flaky probes)")
+    p.add_argument("--json", metavar="PATH", help="write culprit sets, probes launched and the trail as JSON")
+    p.add_argument("--no-repair", action="store_true", help="skip trying other values of each culprit")
+    p.add_argument("--out", metavar="DIR", help="run directory / store (default: reports/runs/<name>)")
+    p.add_argument("--allow-unknown-vars", action="store_true", help="let site-specific variables through")
+    p.add_argument("--rerun", action="store_true", help="probe again even when the store has the same env")
+    p.set_defaults(func=cmd_bisect)
+
+
+def _probe_spec(inp: Any, args: argparse.Namespace):
+    from envmatrix.probes import get_probe
+
+    if not args.probe_cmd:
+        return inp.probe
+    params = {"command": shlex.split(args.probe_cmd), "timeout_s": inp.probe.params.get("timeout_s", 120.0)}
+    return get_probe("command").spec(params, "--probe-cmd", inp.backend)
+
+
+def _targets(inp: Any, args: argparse.Namespace, run_dir: str, store: Any, catalog: Any) -> list[tuple[str, Any, list]]:
+    """(name, grid, atoms) to bisect."""
+    from envmatrix.bisect.envfile import parse_env_file
+    from envmatrix.env.atoms import Atom, Setup
+    from envmatrix.planning.grid import parse_grid
+
+    if args.env_file:
+        path = Path(args.env_file)
+        try:
+            text = path.read_text()
+        except OSError as exc:
+            raise ConfigError(f"--env-file {path}: cannot read ({exc.strerror})") from None
+        atoms = list(parse_env_file(text, dict(os.environ), where=str(path)))
+        catalog.validate_setup(Setup(path.stem, tuple(atoms)), where=str(path), allow_unknown=args.allow_unknown_vars)
+        grid = parse_grid(args.grid, "--grid") if args.grid else inp.grids[0]
+        return [(path.stem, grid, atoms)]
+    grid = parse_grid(args.failing, "--failing")
+    sweeps = store.sweeps()
+    if not sweeps:
+        raise ConfigError(f"--failing {args.failing}: the store in {run_dir} holds no sweep; run `envmatrix sweep` first or pass --out")
+    results = [r for r in store.latest(sweep_id=sweeps[-1]["id"]) if r.grid == grid.label and not r.passed]
+    if args.setup is not None:
+        names = [r.setup_name for r in results]
+        results = [r for r in results if r.setup_name == args.setup]
+        if not results:
+            raise ConfigError(f"--setup {args.setup!r}: no failing run on {grid.label}{did_you_mean(args.setup, names)}; failing here: {', '.join(names) or 'none'}")
+    if not results:
+        raise ConfigError(f"--failing {grid.label}: nothing failed on {grid.label} in the last sweep ({sweeps[-1]['id']}); nothing to bisect")
+    return [(r.setup_name, grid, [Atom.from_json(a) for a in r.setup.get("atoms", [])]) for r in results]
+
+
+def cmd_bisect(args: argparse.Namespace) -> int:
+    from envmatrix.bisect.driver import ProbeContext, bisect_env
+    from envmatrix.bisect.report import render_markdown
+    from envmatrix.catalog import load_catalog
+    from envmatrix.cli import _prepare, make_console
+    from envmatrix.store import open_store
+
+    if args.repeats < 1:
+        raise ConfigError(f"--repeats {args.repeats}: not allowed; allowed: an integer >= 1")
+    console = make_console()
+    inp, gpus, pins = _prepare(args)
+    catalog = load_catalog()
+    probe = _probe_spec(inp, args)
+    baseline: list = []
+    if args.baseline is not None:
+        named = {s.name: s for s in inp.setups}
+        if args.baseline not in named:
+            raise ConfigError(f"--baseline {args.baseline!r}: not a setup of {inp.conf_file.name}{did_you_mean(args.baseline, named)}; allowed: {', '.join(named)}")
+        baseline = list(named[args.baseline].atoms)
+    run_dir = os.path.abspath(args.out or os.path.join("reports", "runs", inp.name))
+    if args.failing and not os.path.exists(os.path.join(run_dir, "results.sqlite")):
+        raise ConfigError(f"--failing {args.failing}: no store at {run_dir}/results.sqlite; run `envmatrix sweep` for this config first or pass --out")
+    if args.versions or args.versions_file:
+        from envmatrix.cli_bisect_versions import run_version_bisect
+
+        return run_version_bisect(args, inp, gpus, pins, probe, run_dir, console)
+    os.makedirs(run_dir, exist_ok=True)
+    reports = []
+    with open_store(f"sqlite:///{os.path.join(run_dir, 'results.sqlite')}") as store:
+        targets = _targets(inp, args, run_dir, store, catalog)
+        for name, grid, atoms in targets:
+            from envmatrix.planning.grid import check_fits
+
+            check_fits([grid], inp.backend, len(gpus), int(inp.config.get("max_local_ranks", 16)))
+            ctx = ProbeContext(grid, probe, inp.backend, inp.launcher, run_dir, dict(os.environ), pins, len(gpus), store, f"bisect-{name}-{grid.label}", args.rerun)
+
+            def show(label: str, result: Any, _name: str = name) -> None:
+                mark = "pass" if result.passed else f"{result.outcome}: {(result.root_cause or {}).get('line') or ''}"[:160]
+                console.print(f"[{_name} {grid.label}] {label}: {mark}", markup=False)
+
+            report = bisect_env(ctx, name, atoms, baseline, args.repeats, not args.no_repair, catalog, on_probe=show)
+            reports.append(report)
+            md = render_markdown(report)
+            path = os.path.join(run_dir, f"bisect_{_safe(name)}_{grid.label}.md")
+            with open(path, "w") as fh:
+                fh.write(md)
+            from rich.markdown import Markdown
+
+            console.print(Markdown(md))
+            console.print(f"report: {path}")
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump([r.to_json() for r in reports], fh, indent=1)
+    return 0
+
+
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)[:40]

@@ -1,0 +1,47 @@
+"""``envmatrix bisect --versions``: git-bisect over NCCL library or plugin builds."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from envmatrix.errors import ConfigError
+
+
+def run_version_bisect(args: Any, inp: Any, gpus: list, pins: dict, probe: Any, run_dir: str, console: Any) -> int:
+    from envmatrix.bisect.driver import ProbeContext, run_env
+    from envmatrix.bisect.envfile import parse_env_file
+    from envmatrix.bisect.versions import bisect_versions, parse_versions_file, version_atoms
+    from envmatrix.planning.grid import parse_grid
+    from envmatrix.store import open_store
+
+    if args.versions_file:
+        try:
+            versions = parse_versions_file(open(args.versions_file).read(), where=args.versions_file)
+        except OSError as exc:
+            raise ConfigError(f"--versions-file {args.versions_file}: cannot read ({exc.strerror})") from None
+    else:
+        versions = list(args.versions)
+    if len(versions) < 2:
+        raise ConfigError("--versions: give at least two paths (a good one first, a bad one last)")
+    for v in versions:
+        version_atoms(v, args.version_mode)  # validates every path before anything runs
+    grid = parse_grid(args.grid, "--grid") if args.grid else inp.grids[0]
+    os.makedirs(run_dir, exist_ok=True)
+    with open_store(f"sqlite:///{os.path.join(run_dir, 'results.sqlite')}") as store:
+        ctx = ProbeContext(grid, probe, inp.backend, inp.launcher, run_dir, dict(os.environ), pins, len(gpus), store, f"bisect-versions-{grid.label}", args.rerun)
+
+        def test(version: str) -> str:
+            result, _ = run_env(ctx, f"version-{os.path.basename(version.rstrip('/'))}", list(version_atoms(version, args.version_mode)))
+            console.print(f"[versions {grid.label}] {version}: {'pass' if result.passed else result.outcome}", markup=False)
+            if result.passed:
+                return "good"
+            return "skip" if result.outcome in ("unresolved", "launch_error") else "bad"
+
+        result = bisect_versions(versions, test)
+    console.print(result.message, markup=False)
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(result.to_json(), fh, indent=1)
+    return 0
