@@ -99,6 +99,10 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     if args.repeats < 1:
         raise ConfigError(f"--repeats {args.repeats}: not allowed; allowed: an integer >= 1")
     console = make_console()
+    grid = args.failing or args.grid
+    if grid and not any(o.startswith("grids=") for o in args.overrides):
+        # Only the grid being bisected has to fit this host, not every grid of the config.
+        args.overrides = [*args.overrides, f"grids=[{grid}]"]
     inp, gpus, pins = _prepare(args)
     catalog = load_catalog()
     probe = _probe_spec(inp, args)

@@ -55,3 +55,29 @@ probe:
     assert "INFO" in results["one_node"]["ranks"][0]["log_tail"]
     md = (tmp_path / "o" / "matrix.md").read_text()
     assert "## Transport per cell" in md and "| 1x1 | NET/Socket+P2P/CUMEM | P2P/CUMEM |" in md
+
+
+@pytest.mark.slow
+def test_forbidden_transport_fails_the_probe(cli, tmp_path):
+    code = "import os, sys; sys.stderr.write(open(os.environ['ENVMATRIX_REPLAY']).read())"
+    conf = write_conf(
+        tmp_path / "p.yaml",
+        f"""
+backend: gloo
+grids: [1x1]
+setups:
+  emulated_2x2: {{ENVMATRIX_REPLAY: {LOGS / 'h200_2x2_info_rank0.log'}}}
+  one_node: {{ENVMATRIX_REPLAY: {LOGS / 'h200_1x4_info_rank0.log'}}}
+probe:
+  name: command
+  timeout_s: 30
+  forbid_transport: [NET]
+  command: [{sys.executable}, -c, "{code}"]
+""",
+    )
+    done = cli.run("sweep", f"conf={conf}", "--out", str(tmp_path / "o"), "--allow-unknown-vars")
+    assert done.returncode == 0, done.stderr
+    results = {r["setup"]["name"]: r for r in json.loads((tmp_path / "o" / "results.json").read_text())["results"]}
+    assert results["one_node"]["outcome"] == "pass"
+    assert results["emulated_2x2"]["outcome"] == "wrong_transport"
+    assert results["emulated_2x2"]["root_cause"]["line"] == "forbidden transport used: NET/Socket x10 (forbid_transport: NET)"

@@ -10,7 +10,7 @@ from envmatrix.results import LAUNCH_ERROR, PASS, UNRESOLVED, ProbeResult
 _NOISE = [
     (re.compile(r"0x[0-9a-f]+", re.I), "0x#"),
     (re.compile(r"\[rank\d+\]:?"), ""),
-    (re.compile(r"\b\d+\b"), "#"),
+    (re.compile(r"\d+"), "#"),  # counts, ranks, pids, ports, line numbers
     (re.compile(r"\s+"), " "),
 ]
 

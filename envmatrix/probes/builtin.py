@@ -83,6 +83,7 @@ class BuiltinProbe(Probe):
         "bench": None,
         "nccl_debug": None,  # e.g. INFO: capture NCCL's log per rank (transports, plugin, warnings)
         "nccl_debug_subsys": "INIT,NET",
+        "forbid_transport": [],  # e.g. [NET]: fail when NCCL's log shows traffic on such a transport
     }
 
     def normalize(self, params: dict[str, Any], where: str, backend: str) -> dict[str, Any]:
@@ -96,6 +97,9 @@ class BuiltinProbe(Probe):
         if level is not None and str(level).upper() not in NCCL_DEBUG_LEVELS:
             raise ConfigError(f"{where}.nccl_debug: {level!r} not allowed; allowed: {', '.join(NCCL_DEBUG_LEVELS)} or null")
         params["nccl_debug"] = None if level is None else str(level).upper()
+        params["forbid_transport"] = [str(t) for t in (params.get("forbid_transport") or [])]
+        if params["forbid_transport"] and not params["nccl_debug"]:
+            params["nccl_debug"] = "INFO"  # the policy is checked on NCCL's own log
         return super().normalize(params, where, backend)
 
     def rank_argv(self, spec: ProbeSpec, python: str) -> tuple[str, ...]:

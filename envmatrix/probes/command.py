@@ -23,7 +23,14 @@ def command_argv(command: Any) -> tuple[str, ...]:
 @register
 class CommandProbe(Probe):
     name = "command"
-    defaults = {"command": None, "timeout_s": 120.0, "grace_s": 5.0, "nccl_debug": None, "nccl_debug_subsys": "INIT,NET"}
+    defaults = {
+        "command": None,
+        "timeout_s": 120.0,
+        "grace_s": 5.0,
+        "nccl_debug": None,
+        "nccl_debug_subsys": "INIT,NET",
+        "forbid_transport": [],
+    }
 
     def rank_env(self, spec: ProbeSpec) -> dict[str, str]:
         return nccl_debug_env(spec.params)
@@ -31,6 +38,9 @@ class CommandProbe(Probe):
     def normalize(self, params: dict[str, Any], where: str, backend: str) -> dict[str, Any]:
         if not params.get("command") or not command_argv(params["command"]):
             raise ConfigError(f"{where}.command: missing; give the command each rank runs, e.g. probe.command='all_reduce_perf -b 8 -e 1M'")
+        params["forbid_transport"] = [str(t) for t in (params.get("forbid_transport") or [])]
+        if params["forbid_transport"] and not params.get("nccl_debug"):
+            params["nccl_debug"] = "INFO"
         return super().normalize(params, where, backend)
 
     def rank_argv(self, spec: ProbeSpec, python: str) -> tuple[str, ...]:
