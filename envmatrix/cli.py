@@ -80,8 +80,10 @@ def build_parser() -> argparse.ArgumentParser:
     _sweep_parser(sub)
     _bench_parser(sub)
     from envmatrix.cli_bisect import add_parsers as add_bisect
+    from envmatrix.cli_search import add_parsers as add_search
 
     add_bisect(sub)
+    add_search(sub)
     return parser
 
 
@@ -194,7 +196,13 @@ class LineProgress:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    # Overrides may sit on both sides of flags (argparse takes one block of positionals).
+    stray = [item for item in extra if item.startswith("-") or "=" not in item or not hasattr(args, "overrides")]
+    if stray:
+        parser.error(f"unrecognized arguments: {' '.join(stray)}")
+    if extra:
+        args.overrides = [*args.overrides, *extra]
     try:
         return args.func(args)
     except EnvmatrixError as exc:

@@ -1,0 +1,259 @@
+"""``envmatrix search`` and ``envmatrix export`` (wired by ``cli_search.add_parsers(sub)``).
+
+Optuna is imported only inside these commands, so ``envmatrix sweep``/``bench``
+never pay for it; the driver imports torch only for ``search.sampler=gp``
+(Optuna's GPSampler needs it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import Any, Sequence
+
+from envmatrix.errors import ConfigError
+
+SEARCH_EXAMPLES = """examples:
+  envmatrix search conf=search_demo                        # TPE, SQLite study in reports/runs/<name>/
+  envmatrix search conf=search_h200 search.trials=40 search.sampler=random search.seed=3
+  envmatrix search conf=search_h200 --trials 40 search.storage=postgresql://user@db/envmatrix search.study_name=h200
+  envmatrix export --out reports/runs/search_demo          # best.sh, best_setup.yaml, tuner.csv
+"""
+
+
+def add_parsers(sub: argparse._SubParsersAction) -> None:
+    """Add ``search`` and ``export`` to the envmatrix subcommands."""
+    p = sub.add_parser(
+        "search",
+        help="find the best-busbw env with Optuna (ask/tell); a fleet of workers can share one study",
+        description="Sample setups from the config's search.space (catalog-checked; search.fixed pinned, search.forbid never "
+        "launched), probe + bench each on the config's grids, tell Optuna the objective (search.objective). Every result "
+        "also goes to the run directory's store. Config content is given as Hydra overrides (search.trials=40).",
+        epilog=SEARCH_EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. conf=search_demo search.trials=12 search.sampler=random")
+    p.add_argument("--trials", type=int, metavar="N", help="total trials of the study (same as search.trials=N)")
+    p.add_argument("--out", metavar="DIR", help="run directory: result store, study.sqlite, search.md, logs (default: reports/runs/<name>)")
+    p.add_argument("--allow-unknown-vars", action="store_true", help="let site-specific variables outside the catalogs through")
+    p.add_argument("--dry-run", action="store_true", help="print the space, objectives and settings; launch and write nothing")
+    p.set_defaults(func=cmd_search)
+
+    e = sub.add_parser(
+        "export",
+        help="write the best trial of a search as shell exports, a setup YAML block and an NCCL tuner CSV",
+        description="Read a study made by envmatrix search and write best.sh, best_setup.yaml and, when the space covered "
+        "NCCL_ALGO/NCCL_PROTO/channels, tuner.csv (NVIDIA example tuner plugin format).",
+        epilog="examples:\n  envmatrix export --out reports/runs/search_demo\n"
+        "  envmatrix export --storage postgresql://user@db/envmatrix --study-name h200 --dest ./h200_best",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    e.add_argument("--out", metavar="DIR", help="the search's run directory (its study.sqlite)")
+    e.add_argument("--storage", metavar="URL", help="any Optuna storage URL instead of --out")
+    e.add_argument("--study-name", help="study to read (default: the only study in the storage)")
+    e.add_argument("--dest", metavar="DIR", help="where to write (default: <run dir>/export, or ./export with --storage)")
+    e.add_argument("--objective", type=int, default=0, help="objective index that picks the best trial (multi-objective)")
+    e.set_defaults(func=cmd_export)
+
+
+def search_overrides(overrides: Sequence[str]) -> list[str]:
+    """``search.x=v`` -> ``++search.x=v``: keys under the free-form ``search:`` mapping may be new."""
+    return [f"++{o}" if o.startswith("search.") else o for o in overrides]
+
+
+def prepare_search(args: argparse.Namespace) -> dict[str, Any]:
+    from omegaconf import OmegaConf
+
+    from envmatrix.catalog import load_catalog
+    from envmatrix.config import compose_config
+    from envmatrix.config.resolve import resolve
+    from envmatrix.env.merge import caller_pins
+    from envmatrix.hostinfo import gpu_inventory
+    from envmatrix.search.objective import parse_objectives
+    from envmatrix.search.space import parse_search_space
+    from envmatrix.search.study import parse_settings
+
+    gpus = gpu_inventory()
+    pins = caller_pins()
+    cfg, conf_file = compose_config(search_overrides(args.overrides))
+    data = OmegaConf.to_container(cfg, resolve=True)
+    if not data.get("setups") and not data.get("strategies"):
+        data["setups"] = {"default": {}}  # search needs no setups; resolve() wants one
+    catalog = load_catalog()
+    inp = resolve(OmegaConf.create(data), conf_file, len(gpus), pins, allow_unknown=args.allow_unknown_vars, catalog=catalog)
+    search = dict(data.get("search") or {})
+    if args.trials is not None:
+        search["trials"] = args.trials
+    where = f"{conf_file.name}: search"
+    settings = parse_settings(search, where, inp.name, inp.seed)
+    space = parse_search_space(search, catalog, pins, where, allow_unknown=args.allow_unknown_vars)
+    objectives = parse_objectives(search.get("objective"), f"{where}.objective", [g.label for g in inp.grids])
+    return {"inp": inp, "settings": settings, "space": space, "objectives": objectives, "gpus": gpus, "pins": pins}
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    from envmatrix.cli import make_console
+
+    console = make_console()
+    ctx = prepare_search(args)
+    inp, settings, space, objectives = ctx["inp"], ctx["settings"], ctx["space"], ctx["objectives"]
+    if args.dry_run:
+        return _print_dry_run(console, inp, settings, space, objectives)
+
+    import optuna
+
+    from envmatrix.hostinfo import host_facts
+    from envmatrix.search.evaluate import ProbeEvaluator
+    from envmatrix.search.report import build_report, print_report, render_markdown
+    from envmatrix.search.study import (
+        BASELINE_ATTR, SearchAborted, _redact, make_sampler, make_storage, open_study, run_search,
+    )
+    from envmatrix.store import open_store
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    run_dir = os.path.abspath(args.out or os.path.join("reports", "runs", inp.name))
+    os.makedirs(run_dir, exist_ok=True)
+    url = settings.storage or f"sqlite:///{os.path.join(run_dir, 'study.sqlite')}"
+    storage = make_storage(url)
+    sampler = make_sampler(settings.sampler, settings.seed, len(space.allowed_rows()))
+    grids = [g.label for g in inp.grids]
+    meta = {"space": space.to_json(), "objectives": [o.to_json() for o in objectives], "grids": grids,
+            "backend": inp.backend, "probe": inp.probe.to_json(), "conf_file": str(inp.conf_file)}
+    study = open_study(storage, settings.study_name, [o.direction for o in objectives], sampler, meta)
+    sweep_id = f"search-{settings.study_name}"
+    console.print(f"search {settings.study_name}: {len(space.allowed_rows())} allowed combinations of {', '.join(space.vars)}; "
+                  f"trials={settings.trials}, sampler {settings.sampler} (seed {settings.seed}), grids {', '.join(grids)}; "
+                  f"storage {_redact(url)}", markup=False)
+    aborted = None
+    with open_store(f"sqlite:///{os.path.join(run_dir, 'results.sqlite')}") as store:
+        store.open_sweep(sweep_id, {"config": inp.config, "conf_file": str(inp.conf_file), "study": settings.study_name})
+        evaluator = ProbeEvaluator(inp.grids, inp.probe, inp.backend, inp.launcher, objectives, store, run_dir, sweep_id,
+                                   dict(os.environ), ctx["pins"], len(ctx["gpus"]), host_facts())
+        if settings.baseline and BASELINE_ATTR not in study.user_attrs:
+            from envmatrix.env.atoms import Setup
+
+            console.print("baseline: the default env (empty setup) on " + ", ".join(grids), markup=False)
+            out = evaluator.measure("baseline", Setup("default", (), origin="baseline"))
+            base = {"values": out.values, "per_grid": out.attrs.get("per_grid"), "failed": out.failed,
+                    "failure_class": out.failure_class, "root_cause": out.root_cause, "metrics": out.attrs.get("metrics")}
+            study.set_user_attr(BASELINE_ATTR, base)
+        try:
+            stats = run_search(study, space, objectives, evaluator, settings, listener=_Lines(console, space))
+            console.print(f"stopped: {stats.stop_reason}; this worker probed {stats.probed}, reused {stats.cached}, "
+                          f"skipped {stats.forbidden} forbidden samples, recovered {len(stats.recovered)} stale trials", markup=False)
+        except SearchAborted as exc:
+            aborted = exc
+    report = build_report(study, settings.top_k, storage_hint=_redact(url))
+    md = os.path.join(run_dir, "search.md")
+    with open(md, "w") as fh:
+        fh.write(render_markdown(report))
+    print_report(console, report)
+    console.print(f"report: {md}; store {os.path.join(run_dir, 'results.sqlite')}", markup=False)
+    console.print(f"export: envmatrix export {'--out ' + run_dir if not settings.storage else '--storage ' + _redact(url)} "
+                  f"--study-name {settings.study_name}", markup=False)
+    console.print(f"dashboard: optuna-dashboard {_redact(url)}", markup=False)
+    if aborted is not None:
+        raise aborted
+    return 0
+
+
+class _Lines:
+    def __init__(self, console: Any, space: Any) -> None:
+        self.console, self.space = console, space
+
+    def __call__(self, event: str, trial: Any, outcome: Any) -> None:
+        if event != "result":
+            return
+        params = " ".join(f"{k}={v}" for k, v in trial.params.items())
+        if outcome.failed:
+            verdict = f"FAIL {outcome.failure_class}: {(outcome.root_cause or '')[:160]}"
+        else:
+            verdict = ", ".join(f"{v:.4g}" for v in outcome.values)
+        cached = f" (= trial {outcome.attrs['cached_from']})" if "cached_from" in outcome.attrs else ""
+        self.console.print(f"trial {trial.number}: {params} -> {verdict}{cached}", markup=False)
+
+
+def _print_dry_run(console: Any, inp: Any, settings: Any, space: Any, objectives: Any) -> int:
+    from rich.table import Table
+    from rich.text import Text
+
+    console.print(f"search {settings.study_name}: grids {', '.join(g.label for g in inp.grids)}, backend {inp.backend}, "
+                  f"probe {inp.probe.name}; trials={settings.trials}, sampler {settings.sampler}, seed {settings.seed}", markup=False)
+    table = Table(title=f"space: {space.size} combinations, {len(space.allowed_rows())} allowed")
+    table.add_column("variable")
+    table.add_column("values", overflow="fold")
+    for var in space.vars:
+        table.add_row(var, Text(", ".join("unset" if v is None else v for v in space.choices(var))))
+    for atom in space.fixed.atoms:
+        table.add_row(Text(f"{atom.var} (fixed)"), Text(str(atom)))
+    console.print(table)
+    for entry in space.to_json()["forbid"]:
+        console.print(Text("forbid: " + ", ".join(f"{k}={v}" for k, v in entry.items())))
+    for o in objectives:
+        console.print(Text(f"objective {o.name}: {o.direction} {o.metric} of {', '.join(o.collectives)} at "
+                           f"{', '.join('max' if s is None else str(s) for s in o.sizes)} B"))
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    import optuna
+
+    from envmatrix.search.export import write_exports
+    from envmatrix.search.study import _redact, make_storage
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    if not args.storage and not args.out:
+        raise ConfigError("export: give --out RUN_DIR (a search's run directory) or --storage URL")
+    if args.storage:
+        url = args.storage
+    else:
+        path = os.path.join(os.path.abspath(args.out), "study.sqlite")
+        if not os.path.isfile(path):
+            raise ConfigError(f"export: --out {args.out}: no study.sqlite there; give the run directory of an envmatrix search")
+        url = f"sqlite:///{path}"
+    storage = make_storage(url)
+    names = [s.study_name for s in optuna.study.get_all_study_summaries(storage, include_best_trial=False)]
+    name = args.study_name
+    if name is None:
+        if len(names) != 1:
+            raise ConfigError(f"export: {_redact(url)} holds {len(names)} studies; pick one with --study-name ({', '.join(names) or 'none'})")
+        name = names[0]
+    elif name not in names:
+        raise ConfigError(f"export: no study {name!r} in {_redact(url)}; allowed: {', '.join(names) or 'none'}")
+    study = optuna.load_study(study_name=name, storage=storage)
+    dest = args.dest or (os.path.join(os.path.abspath(args.out), "export") if args.out else "export")
+    paths = write_exports(study, dest, args.objective)
+    for path in paths:
+        print(f"wrote {path}")
+    with open(paths[0]) as fh:
+        print(fh.read(), end="")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m envmatrix.cli_search search|export ...``: the commands even where cli.py does not wire them yet."""
+    import sys
+    import traceback
+
+    from envmatrix.cli import build_parser
+    from envmatrix.errors import EnvmatrixError
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    if "search" not in sub.choices:
+        add_parsers(sub)
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except EnvmatrixError as exc:
+        if args.debug:
+            traceback.print_exc()
+        print(f"envmatrix: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("envmatrix: interrupted; rerun the same command to resume the study", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

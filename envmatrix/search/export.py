@@ -1,0 +1,167 @@
+"""``envmatrix export``: the best trial as shell ``export`` lines, a setup block for a
+conf/ YAML, and an NCCL tuner-plugin CSV.
+
+The CSV follows NVIDIA's example tuner plugin (``ext-tuner/example``, read via
+``NCCL_TUNER_CONFIG_FILE``)::
+
+    collective_type,min_bytes,max_bytes,algorithm,protocol,channels,nNodes,nRanks,numPipeOps,regBuff
+
+For each grid, collective and measured size, the row names the algorithm,
+protocol and channel count of the completed trial with the highest busbw at
+that size; a row covers (previous measured size, this size], consecutive
+sizes with the same choice are merged, and sizes above the largest measured
+one are left to NCCL. Rows are written only for trials that pinned one
+algorithm and one protocol, and only when the space varied NCCL_ALGO,
+NCCL_PROTO or a channel count.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional, Sequence
+
+from envmatrix.env.atoms import PATH_OPS, SET, UNSET, Setup
+from envmatrix.errors import ConfigError
+from envmatrix.search.objective import Objective
+from envmatrix.search.space import SearchSpace
+from envmatrix.search.study import STUDY_ATTR
+
+TUNER_HEADER = "collective_type,min_bytes,max_bytes,algorithm,protocol,channels,nNodes,nRanks,numPipeOps,regBuff"
+TUNER_COLLECTIVES = {"allreduce": "allreduce", "allgather": "allgather", "reduce_scatter": "reducescatter",
+                     "broadcast": "broadcast", "reduce": "reduce"}
+TUNER_ALGOS = {"ring": "ring", "tree": "tree", "collnetdirect": "collnet_direct", "collnetchain": "collnet_chain",
+               "nvls": "nvls", "nvlstree": "nvls_tree", "pat": "pat"}
+TUNER_PROTOS = {"ll": "ll", "ll128": "ll128", "simple": "simple"}
+TUNER_VARS = ("NCCL_ALGO", "NCCL_PROTO", "NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS", "NCCL_MIN_CTAS", "NCCL_MAX_CTAS")
+
+
+def study_meta(study: Any) -> tuple[SearchSpace, tuple[Objective, ...], dict[str, Any]]:
+    meta = study.user_attrs.get(STUDY_ATTR)
+    if not meta:
+        raise ConfigError(f"export: study {study.study_name!r} was not made by envmatrix search (no {STUDY_ATTR!r} attribute)")
+    return SearchSpace.from_json(meta["space"]), tuple(Objective.from_json(o) for o in meta["objectives"]), meta
+
+
+def completed(study: Any) -> list[Any]:
+    from optuna.trial import TrialState
+
+    return list(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))
+
+
+def ranked(study: Any, objectives: Sequence[Objective], index: int = 0) -> list[Any]:
+    """Completed trials, best first by objective ``index``; duplicates (cached) dropped."""
+    sign = -1.0 if objectives[index].direction == "maximize" else 1.0
+    trials = [t for t in completed(study) if t.user_attrs.get("cached_from") is None]
+    return sorted(trials, key=lambda t: (sign * t.values[index], t.number))
+
+
+def best_trial(study: Any, objectives: Sequence[Objective], index: int = 0) -> Any:
+    order = ranked(study, objectives, index)
+    if not order:
+        raise ConfigError(f"export: study {study.study_name!r} has no completed trial yet; run envmatrix search first")
+    return order[0]
+
+
+def shell_exports(setup: Setup, comment: str = "") -> str:
+    lines = [f"# {c}" for c in comment.splitlines()] + setup.shell_lines()
+    return "\n".join(lines) + "\n"
+
+
+def setup_mapping(setup: Setup) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for atom in setup.atoms:
+        if atom.op == SET:
+            out[atom.var] = atom.value
+        elif atom.op == UNSET:
+            out[atom.var] = None
+        elif atom.op in PATH_OPS:
+            entry = out.setdefault(atom.var, {})
+            entry.setdefault(atom.op, []).append(atom.value)
+    return out
+
+
+def setup_yaml(setup: Setup, name: str, comment: str = "") -> str:
+    import yaml
+
+    body = yaml.safe_dump({"setups": {name: setup_mapping(setup)}}, sort_keys=False, default_flow_style=False)
+    return "".join(f"# {c}\n" for c in comment.splitlines()) + body
+
+
+def _single(value: Optional[str], table: dict[str, str]) -> Optional[str]:
+    if not value or "," in value or value.startswith("^") or ":" in value:
+        return None
+    return table.get(value.lower())
+
+
+def _channels(env: dict[str, str]) -> str:
+    for var in ("NCCL_MAX_NCHANNELS", "NCCL_MAX_CTAS", "NCCL_MIN_NCHANNELS", "NCCL_MIN_CTAS"):
+        if env.get(var):
+            return str(int(env[var]))
+    return "-1"
+
+
+def tuner_rows(study: Any) -> list[list[str]]:
+    space, objectives, meta = study_meta(study)
+    if not set(space.vars) & set(TUNER_VARS):
+        return []
+    trials = [t for t in completed(study) if t.user_attrs.get("cached_from") is None and t.user_attrs.get("metrics")]
+    rows: list[list[str]] = []
+    for grid in meta.get("grids", []):
+        nodes, ppn = (int(x) for x in grid.split("x"))
+        colls = sorted({c for t in trials for c in (t.user_attrs["metrics"].get(grid) or {})})
+        for coll in colls:
+            if coll not in TUNER_COLLECTIVES:
+                continue
+            sizes = sorted({int(s) for t in trials for s in (t.user_attrs["metrics"].get(grid) or {}).get(coll, {})})
+            choices: list[tuple[int, Optional[tuple[str, str, str]]]] = []
+            for size in sizes:
+                scored = [(t.user_attrs["metrics"][grid][coll][str(size)], -t.number, t)
+                          for t in trials if str(size) in (t.user_attrs["metrics"].get(grid) or {}).get(coll, {})]
+                _, _, top = max(scored, key=lambda x: (x[0], x[1]))
+                env = space.setup_of_params(top.params).assignments()
+                algo, proto = _single(env.get("NCCL_ALGO"), TUNER_ALGOS), _single(env.get("NCCL_PROTO"), TUNER_PROTOS)
+                choices.append((size, (algo, proto, _channels(env)) if algo and proto else None))
+            low = 0
+            for i, (size, choice) in enumerate(choices):
+                nxt = choices[i + 1][1] if i + 1 < len(choices) else object()
+                if choice is not None and nxt == choice:
+                    continue  # merge with the next size
+                if choice is not None:
+                    rows.append([TUNER_COLLECTIVES[coll], str(low), str(size), *choice, str(nodes), str(nodes * ppn), "-1", "-1"])
+                low = size + 1
+    return rows
+
+
+def tuner_csv(study: Any) -> Optional[str]:
+    rows = tuner_rows(study)
+    if not rows:
+        return None
+    head = [
+        f"# NCCL tuner plugin config from envmatrix search study {study.study_name}",
+        "# Format: " + TUNER_HEADER,
+        "# One row per (grid, collective, size range): the fastest completed trial's algorithm/protocol/channels at",
+        "# each measured size; sizes above the largest measured one are left to NCCL. Use: NCCL_TUNER_CONFIG_FILE=<this file>",
+    ]
+    return "\n".join(head + [",".join(r) for r in rows]) + "\n"
+
+
+def write_exports(study: Any, dest: str, index: int = 0) -> list[str]:
+    """Write best.sh, best_setup.yaml and (when it applies) tuner.csv into ``dest``; returns the paths."""
+    import os
+
+    space, objectives, meta = study_meta(study)
+    best = best_trial(study, objectives, index)
+    setup = space.setup_of_params(best.params)
+    value = ", ".join(f"{o.name}={v:.4g}" for o, v in zip(objectives, best.values))
+    comment = f"envmatrix search: study {study.study_name}, trial {best.number} ({value}) on {', '.join(meta.get('grids', []))}"
+    os.makedirs(dest, exist_ok=True)
+    paths = []
+    name = f"best_{study.study_name}".replace(" ", "_")
+    for fname, text in (("best.sh", shell_exports(setup, comment)), ("best_setup.yaml", setup_yaml(setup, name, comment)),
+                        ("tuner.csv", tuner_csv(study))):
+        if text is None:
+            continue
+        path = os.path.join(dest, fname)
+        with open(path, "w") as fh:
+            fh.write(text)
+        paths.append(path)
+    return paths

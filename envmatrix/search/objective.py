@@ -1,0 +1,182 @@
+"""Objectives: bench rows of a trial (one list per grid) -> one number per objective.
+
+``search.objective`` is one mapping (single objective) or a list of them
+(multi-objective, Pareto front). Each mapping::
+
+    {collective: allreduce | [allreduce, alltoall], size: 1M | [64K, 1G] | max,
+     metric: busbw | time, weights: {allreduce: 2, 1G: 3, allreduce@1G: 1},
+     direction: maximize | minimize, name: ..., grids: [1x4]}
+
+The value is the weighted geometric mean of the metric over every
+(grid, collective, size) term; one term is just its metric. A term's weight is
+the product of the weights given for its collective, its size and the pair
+(default 1). ``size: max`` takes the largest size the probe measured.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Optional, Sequence
+
+from envmatrix.bench.sizes import format_size, parse_size
+from envmatrix.errors import ConfigError, did_you_mean
+
+METRICS = {"busbw": ("busbw_gbps", "maximize"), "time": ("time_us", "minimize")}
+DIRECTIONS = ("maximize", "minimize")
+_KEYS = ("name", "collective", "collectives", "size", "sizes", "metric", "weights", "direction", "grids")
+
+
+class MissingMetric(Exception):
+    """The trial passed but its rows lack a term (or the value is not positive)."""
+
+
+@dataclass(frozen=True)
+class Objective:
+    name: str
+    collectives: tuple[str, ...]
+    sizes: tuple[Optional[int], ...]  # None: the largest measured size
+    metric: str = "busbw"
+    direction: str = "maximize"
+    weights: tuple[tuple[str, float], ...] = ()
+    grids: tuple[str, ...] = ()  # empty: every grid of the trial
+
+    def weight(self, collective: str, size: int) -> float:
+        w = dict(self.weights)
+        out = 1.0
+        for key in (collective, format_size(size), str(size), f"{collective}@{format_size(size)}", f"{collective}@{size}"):
+            out *= w.get(key, 1.0)
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "collectives": list(self.collectives),
+            "sizes": list(self.sizes),
+            "metric": self.metric,
+            "direction": self.direction,
+            "weights": dict(self.weights),
+            "grids": list(self.grids),
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "Objective":
+        return cls(
+            name=data["name"],
+            collectives=tuple(data["collectives"]),
+            sizes=tuple(data["sizes"]),
+            metric=data.get("metric", "busbw"),
+            direction=data.get("direction", "maximize"),
+            weights=tuple(sorted((data.get("weights") or {}).items())),
+            grids=tuple(data.get("grids") or ()),
+        )
+
+
+def _listed(value: Any) -> list[Any]:
+    return list(value) if isinstance(value, (list, tuple)) else [value]
+
+
+def parse_objective(raw: Any, where: str, grids: Sequence[str]) -> Objective:
+    from envmatrix.bench.formulas import ALL
+
+    raw = {} if raw is None else raw
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"{where}: expected a mapping such as {{collective: allreduce, size: 1G}}; got {raw!r}")
+    unknown = [str(k) for k in raw if k not in _KEYS]
+    if unknown:
+        raise ConfigError(f"{where}: unknown key {unknown[0]!r}{did_you_mean(unknown[0], _KEYS)}; allowed: {', '.join(_KEYS)}")
+    colls = [str(c) for c in _listed(raw.get("collectives", raw.get("collective", "allreduce")))]
+    for c in colls:
+        if c not in ALL:
+            raise ConfigError(f"{where}.collective: {c!r} not allowed{did_you_mean(c, ALL)}; allowed: {', '.join(ALL)}")
+    sizes: list[Optional[int]] = []
+    for s in _listed(raw.get("sizes", raw.get("size", "max"))):
+        sizes.append(None if s in ("max", None) else parse_size(s, f"{where}.size"))
+    metric = str(raw.get("metric", "busbw"))
+    if metric not in METRICS:
+        raise ConfigError(f"{where}.metric: {metric!r} not allowed; allowed: {', '.join(METRICS)}")
+    direction = str(raw.get("direction", METRICS[metric][1]))
+    if direction not in DIRECTIONS:
+        raise ConfigError(f"{where}.direction: {direction!r} not allowed; allowed: {', '.join(DIRECTIONS)}")
+    weights = raw.get("weights") or {}
+    if not isinstance(weights, Mapping):
+        raise ConfigError(f"{where}.weights: expected a mapping (collective, size or collective@size -> weight); got {weights!r}")
+    for key, w in weights.items():
+        if not isinstance(w, (int, float)) or isinstance(w, bool) or w <= 0:
+            raise ConfigError(f"{where}.weights.{key}: {w!r} not allowed; allowed: a number > 0")
+    chosen = tuple(str(g) for g in _listed(raw.get("grids") or []))
+    for g in chosen:
+        if g not in grids:
+            raise ConfigError(f"{where}.grids: {g!r} is not a grid of this search; allowed: {', '.join(grids)}")
+    name = raw.get("name") or f"{metric}:" + "+".join(colls) + "@" + "+".join("max" if s is None else format_size(s) for s in sizes)
+    return Objective(str(name), tuple(colls), tuple(sizes), metric, direction,
+                     tuple(sorted((str(k), float(v)) for k, v in weights.items())), chosen)
+
+
+def parse_objectives(raw: Any, where: str, grids: Sequence[str]) -> tuple[Objective, ...]:
+    items = list(raw) if isinstance(raw, (list, tuple)) else [raw]
+    if not items:
+        raise ConfigError(f"{where}: empty list; give one objective mapping or a list of them")
+    objectives = tuple(parse_objective(item, f"{where}[{i}]" if len(items) > 1 else where, grids) for i, item in enumerate(items))
+    names = [o.name for o in objectives]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"{where}: objective names repeat ({', '.join(names)}); give each a distinct name:")
+    return objectives
+
+
+def _row(rows: Sequence[Mapping[str, Any]], collective: str, size: Optional[int]) -> Optional[Mapping[str, Any]]:
+    mine = [r for r in rows if r.get("collective") == collective]
+    if size is None:
+        size = max((int(r["size_bytes"]) for r in mine), default=None)
+    hits = [r for r in mine if int(r.get("size_bytes", -1)) == size]
+    # out-of-place first, like nccl-tests' headline numbers
+    hits.sort(key=lambda r: bool(r.get("in_place")))
+    return hits[0] if hits else None
+
+
+def evaluate(objective: Objective, metrics: Mapping[str, Sequence[Mapping[str, Any]]]) -> float:
+    """Weighted geometric mean over (grid, collective, size); raises MissingMetric."""
+    key = METRICS[objective.metric][0]
+    total_w, acc = 0.0, 0.0
+    for grid, rows in metrics.items():
+        if objective.grids and grid not in objective.grids:
+            continue
+        for collective in objective.collectives:
+            for size in objective.sizes:
+                row = _row(rows, collective, size)
+                shown = "max size" if size is None else format_size(size)
+                if row is None:
+                    raise MissingMetric(f"no {collective} row at {shown} on {grid}")
+                value = row.get(key)
+                if value is None or not value > 0:
+                    raise MissingMetric(f"{collective} at {shown} on {grid}: {key} is {value!r}")
+                w = objective.weight(collective, int(row["size_bytes"]))
+                total_w += w
+                acc += w * math.log(float(value))
+    if not total_w:
+        raise MissingMetric(f"objective {objective.name}: no term applies to grids {', '.join(metrics)}")
+    return math.exp(acc / total_w)
+
+
+def compact_metrics(rows: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, float]]:
+    """{collective: {size_bytes: busbw}} of out-of-place rows: small enough for trial attributes."""
+    out: dict[str, dict[str, float]] = {}
+    for r in rows:
+        if r.get("in_place") or r.get("busbw_gbps") is None:
+            continue
+        out.setdefault(str(r["collective"]), {})[str(int(r["size_bytes"]))] = round(float(r["busbw_gbps"]), 4)
+    return out
+
+
+@dataclass
+class EvalOutcome:
+    """What one trial's evaluation says: values, or a failure class and root-cause line."""
+
+    values: Optional[list[float]] = None
+    failure_class: Optional[str] = None
+    root_cause: Optional[str] = None
+    attrs: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def failed(self) -> bool:
+        return self.values is None

@@ -1,0 +1,425 @@
+"""The study: storage, samplers, the ask/tell loop and stale-trial recovery.
+
+Optuna is driven with ask/tell (hydra-optuna-sweeper is pinned to Optuna 2.x,
+and Optuna's own heartbeat works only inside ``optimize()``). So the driver
+keeps its own liveness record on every trial it runs, as user attributes:
+``worker_host``, ``worker_pid``, ``worker_started`` (the pid's start time, so
+a reused pid is not mistaken for the driver) and ``heartbeat`` (refreshed by a
+thread while the probe runs). On start every worker fails the RUNNING trials
+whose worker is gone (same host and that process is dead) or whose heartbeat is
+older than ``heartbeat_grace_s``, and re-enqueues their params; the first
+worker to fail a trial wins (storages refuse to finish a finished trial), so
+the params are re-enqueued once.
+
+A forbidden sample launches nothing: it is told PRUNED with ``forbidden=True``
+and does not count against ``trials``. A sample equal to an earlier finished
+trial reuses that trial's verdict (``cached_from``) instead of probing again.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Optional, Sequence
+
+from envmatrix.env.atoms import Setup
+from envmatrix.errors import ConfigError, EnvmatrixError, did_you_mean
+from envmatrix.search.objective import EvalOutcome, Objective
+from envmatrix.search.space import SearchSpace
+
+log = logging.getLogger(__name__)
+
+SAMPLERS = ("tpe", "gp", "random", "bruteforce")
+STUDY_ATTR = "envmatrix"  # study user attribute: space, objectives, grids, backend, probe
+BASELINE_ATTR = "baseline"
+WORKER_LOST = "worker_lost"
+
+SETTINGS_DEFAULTS: dict[str, Any] = {
+    "trials": 20,
+    "sampler": "tpe",
+    "seed": None,  # None: the config's top-level seed
+    "storage": None,  # None: sqlite:///<run dir>/study.sqlite
+    "study_name": None,  # None: the config's name
+    "max_failure_rate": 0.5,
+    "heartbeat_interval_s": 10.0,
+    "heartbeat_grace_s": 300.0,
+    "top_k": 10,
+    "baseline": True,
+    "max_forbidden_streak": 200,
+    "space": None,
+    "fixed": None,
+    "forbid": None,
+    "objective": None,
+}
+
+
+class SearchAborted(EnvmatrixError):
+    """Too many failed trials (past ``search.max_failure_rate``)."""
+
+    exit_code = 1
+
+
+@dataclass(frozen=True)
+class SearchSettings:
+    trials: int
+    sampler: str
+    seed: int
+    storage: Optional[str]
+    study_name: str
+    max_failure_rate: float
+    heartbeat_interval_s: float
+    heartbeat_grace_s: float
+    top_k: int
+    baseline: bool
+    max_forbidden_streak: int
+
+
+def parse_settings(search: Mapping[str, Any], where: str, default_name: str, default_seed: int) -> SearchSettings:
+    unknown = [str(k) for k in search if k not in SETTINGS_DEFAULTS]
+    if unknown:
+        raise ConfigError(f"{where}: unknown key {unknown[0]!r}{did_you_mean(unknown[0], SETTINGS_DEFAULTS)}; allowed: {', '.join(SETTINGS_DEFAULTS)}")
+    s = {**SETTINGS_DEFAULTS, **{k: v for k, v in search.items() if v is not None}}
+
+    def number(key: str, kind: type, low: float, inclusive: bool = True) -> Any:
+        value = s[key]
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and (value >= low if inclusive else value > low)
+        if not ok or (kind is int and int(value) != value):
+            raise ConfigError(f"{where}.{key}: {value!r} not allowed; allowed: {'an integer' if kind is int else 'a number'} {'>=' if inclusive else '>'} {low}")
+        return kind(value)
+
+    sampler = str(s["sampler"]).lower()
+    if sampler not in SAMPLERS:
+        raise ConfigError(f"{where}.sampler: {s['sampler']!r} not allowed{did_you_mean(sampler, SAMPLERS)}; allowed: {', '.join(SAMPLERS)}")
+    rate = number("max_failure_rate", float, 0.0)
+    if rate > 1:
+        raise ConfigError(f"{where}.max_failure_rate: {rate!r} not allowed; allowed: a fraction in [0, 1]")
+    return SearchSettings(
+        trials=number("trials", int, 1),
+        sampler=sampler,
+        seed=default_seed if s["seed"] is None else number("seed", int, 0),
+        storage=None if s["storage"] is None else str(s["storage"]),
+        study_name=str(s["study_name"] or default_name),
+        max_failure_rate=rate,
+        heartbeat_interval_s=number("heartbeat_interval_s", float, 0, inclusive=False),
+        heartbeat_grace_s=number("heartbeat_grace_s", float, 0, inclusive=False),
+        top_k=number("top_k", int, 1),
+        baseline=bool(s["baseline"]),
+        max_forbidden_streak=number("max_forbidden_streak", int, 1),
+    )
+
+
+# ---------------------------------------------------------------- optuna objects
+
+
+def make_sampler(name: str, seed: int, space_size: int = 100) -> Any:
+    """A seeded sampler. ``gp`` needs torch and scipy in the driver (Optuna's GPSampler).
+
+    TPE starts with ``max(3, min(10, space_size // 10))`` random trials, so a
+    small space is not spent mostly on the random start.
+    """
+    import optuna
+
+    if name == "tpe":
+        return optuna.samplers.TPESampler(seed=seed, n_startup_trials=max(3, min(10, space_size // 10)), multivariate=True)
+    if name == "gp":
+        return optuna.samplers.GPSampler(seed=seed)
+    if name == "random":
+        return optuna.samplers.RandomSampler(seed=seed)
+    if name == "bruteforce":
+        return _ask_tell_brute_force(seed)
+    raise ConfigError(f"search.sampler: {name!r} not allowed; allowed: {', '.join(SAMPLERS)}")
+
+
+def _ask_tell_brute_force(seed: int) -> Any:
+    """BruteForceSampler calls ``study.stop()`` once the space is exhausted, which raises outside
+    ``optimize()``; the ask/tell loop sees exhaustion by itself, so that stop is dropped."""
+    import optuna
+
+    class AskTellBruteForceSampler(optuna.samplers.BruteForceSampler):
+        def after_trial(self, study: Any, trial: Any, state: Any, values: Any) -> None:
+            try:
+                super().after_trial(study, trial, state, values)
+            except RuntimeError as exc:
+                if "Study.stop" not in str(exc):
+                    raise
+
+    return AskTellBruteForceSampler(seed=seed)
+
+
+def make_storage(url: str) -> Any:
+    import optuna
+
+    kwargs = {"connect_args": {"timeout": 60}} if url.startswith("sqlite") else {"pool_pre_ping": True}
+    for attempt in range(6):
+        try:
+            return optuna.storages.RDBStorage(url, engine_kwargs=kwargs)
+        except ImportError as exc:
+            raise ConfigError(f"search.storage: {_redact(url)} needs a database driver that is not installed ({exc}); "
+                              "pip install 'envmatrix[search]' (psycopg2-binary for postgresql://)") from None
+        except Exception as exc:  # sqlalchemy ArgumentError / OperationalError / IntegrityError
+            # Workers starting together on an empty database race to create Optuna's tables: retry.
+            if "duplicate key" in str(exc) or "already exists" in str(exc):
+                if attempt < 5:
+                    time.sleep(0.5 * (attempt + 1))
+                    continue
+            raise ConfigError(f"search.storage: cannot open {_redact(url)}: {str(exc).splitlines()[0]}") from None
+    raise AssertionError("unreachable")
+
+
+def _redact(url: str) -> str:
+    """The storage URL without its password (for messages and the dashboard line)."""
+    if "://" in url and "@" in url.split("://", 1)[1].split("/", 1)[0]:
+        scheme, rest = url.split("://", 1)
+        cred, host = rest.split("@", 1)
+        user = cred.split(":", 1)[0]
+        return f"{scheme}://{user}{':***' if ':' in cred else ''}@{host}"
+    return url
+
+
+def open_study(storage: Any, name: str, directions: Sequence[str], sampler: Any, meta: Mapping[str, Any]) -> Any:
+    """Create or load ``name``; a study created for another space/objective is refused."""
+    import optuna
+
+    study = optuna.create_study(storage=storage, study_name=name, directions=list(directions), sampler=sampler, load_if_exists=True)
+    have = [d.name.lower() for d in study.directions]
+    if have != list(directions):
+        raise ConfigError(f"search.study_name: study {name!r} optimizes {have}, this config {list(directions)}; "
+                          "pick another study_name or the same objectives")
+    stored = study.user_attrs.get(STUDY_ATTR)
+    if stored is None:
+        study.set_user_attr(STUDY_ATTR, dict(meta))
+    else:
+        for key in ("space", "objectives"):
+            if stored.get(key) != meta.get(key):
+                raise ConfigError(f"search.study_name: study {name!r} was created with a different {key}; "
+                                  "resume it with the same config or pick another study_name")
+    return study
+
+
+# ---------------------------------------------------------------- worker liveness
+
+
+def process_start_time(pid: int) -> Optional[str]:
+    """Field 22 of /proc/<pid>/stat (start time in clock ticks), None if the pid is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+@dataclass(frozen=True)
+class Worker:
+    host: str
+    pid: int
+    started: Optional[str]
+
+    @classmethod
+    def me(cls) -> "Worker":
+        pid = os.getpid()
+        return cls(socket.gethostname(), pid, process_start_time(pid))
+
+    def attrs(self) -> dict[str, Any]:
+        return {"worker_host": self.host, "worker_pid": self.pid, "worker_started": self.started}
+
+
+def _worker_gone(attrs: Mapping[str, Any], here: str) -> bool:
+    if attrs.get("worker_host") != here or attrs.get("worker_pid") is None:
+        return False
+    started = process_start_time(int(attrs["worker_pid"]))
+    return started is None or (attrs.get("worker_started") is not None and started != attrs["worker_started"])
+
+
+def stale_reason(attrs: Mapping[str, Any], here: str, now: float, grace_s: float, trial_start: Optional[float]) -> Optional[str]:
+    """Why a RUNNING trial is stale, or None while its worker may still be at work."""
+    if _worker_gone(attrs, here):
+        return f"worker {attrs.get('worker_host')}:{attrs.get('worker_pid')} is gone"
+    beat = attrs.get("heartbeat", trial_start)
+    if beat is not None and now - float(beat) > grace_s:
+        return f"no heartbeat for {now - float(beat):.0f}s (grace {grace_s:.0f}s)"
+    return None
+
+
+def recover_stale(study: Any, grace_s: float, here: Optional[str] = None, now: Optional[float] = None) -> list[int]:
+    """Fail the stale RUNNING trials and re-enqueue their params; returns the recovered trial numbers."""
+    from optuna.exceptions import UpdateFinishedTrialError
+    from optuna.trial import TrialState
+
+    here = here or socket.gethostname()
+    now = time.time() if now is None else now
+    storage = study._storage
+    recovered = []
+    for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        start = t.datetime_start.timestamp() if t.datetime_start else None
+        reason = stale_reason(t.user_attrs, here, now, grace_s, start)
+        if reason is None:
+            continue
+        try:
+            storage.set_trial_user_attr(t._trial_id, "failure_class", WORKER_LOST)
+            storage.set_trial_user_attr(t._trial_id, "root_cause", reason)
+            if not storage.set_trial_state_values(t._trial_id, TrialState.FAIL):
+                continue
+        except (UpdateFinishedTrialError, RuntimeError):
+            continue  # another worker got there first
+        if t.params:
+            study.enqueue_trial(dict(t.params), user_attrs={"retry_of": t.number}, skip_if_exists=False)
+        log.warning("trial %d: %s; failed it and re-enqueued its params", t.number, reason)
+        recovered.append(t.number)
+    return recovered
+
+
+class Heartbeat:
+    """Refreshes the ``heartbeat`` user attribute of one trial until stopped."""
+
+    def __init__(self, study: Any, trial_id: int, interval_s: float) -> None:
+        self.storage, self.trial_id, self.interval_s = study._storage, trial_id, interval_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="envmatrix-heartbeat", daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            try:
+                self.storage.set_trial_user_attr(self.trial_id, "heartbeat", time.time())
+            except Exception as exc:  # a finished trial or a flaky DB: the next beat tries again
+                log.debug("heartbeat: %s", exc)
+
+    def __enter__(self) -> "Heartbeat":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+# ---------------------------------------------------------------- the loop
+
+Evaluator = Callable[[int, Setup], EvalOutcome]
+Listener = Callable[[str, Any, Optional[EvalOutcome]], None]
+
+
+def counts_toward_budget(t: Any) -> bool:
+    """Finished or in-flight trials that are neither forbidden samples nor lost-worker casualties."""
+    from optuna.trial import TrialState
+
+    if t.state not in (TrialState.COMPLETE, TrialState.FAIL, TrialState.RUNNING):
+        return False
+    return not t.user_attrs.get("forbidden") and t.user_attrs.get("failure_class") != WORKER_LOST
+
+
+def _verdicts(study: Any, space: SearchSpace) -> dict[tuple, Any]:
+    """Row -> an earlier finished trial with those params (the first one)."""
+    from optuna.trial import TrialState
+
+    out: dict[tuple, Any] = {}
+    for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.FAIL)):
+        if not counts_toward_budget(t):
+            continue
+        row = space.row_of(t.params)
+        if row is not None:
+            out.setdefault(row, t)
+    return out
+
+
+@dataclass
+class LoopStats:
+    told: int = 0
+    probed: int = 0
+    failed: int = 0
+    forbidden: int = 0
+    cached: int = 0
+    recovered: list[int] = field(default_factory=list)
+    stop_reason: str = ""
+
+
+def failure_rate(study: Any) -> tuple[int, int]:
+    from optuna.trial import TrialState
+
+    done = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.FAIL)) if counts_toward_budget(t)]
+    return sum(t.state == TrialState.FAIL for t in done), len(done)
+
+
+def run_search(
+    study: Any,
+    space: SearchSpace,
+    objectives: Sequence[Objective],
+    evaluate: Evaluator,
+    settings: SearchSettings,
+    worker: Optional[Worker] = None,
+    listener: Optional[Listener] = None,
+    min_for_abort: int = 3,
+) -> LoopStats:
+    """Ask/tell until the study holds ``settings.trials`` trials, the space is exhausted, or failures pass the limit."""
+    from optuna.trial import TrialState
+
+    worker = worker or Worker.me()
+    notify = listener or (lambda *_: None)
+    stats = LoopStats(recovered=recover_stale(study, settings.heartbeat_grace_s, worker.host))
+    allowed = len(space.allowed_rows())
+    streak = 0
+    while True:
+        trials = study.get_trials(deepcopy=False)
+        in_budget = [t for t in trials if counts_toward_budget(t)]
+        if len(in_budget) >= settings.trials:
+            stats.stop_reason = f"the study holds {len(in_budget)} trials (trials={settings.trials})"
+            break
+        waiting = any(t.state == TrialState.WAITING for t in trials)
+        if not waiting and len(_verdicts(study, space)) >= allowed:
+            stats.stop_reason = f"every allowed combination ({allowed}) has been tried"
+            break
+        trial = study.ask()
+        for key, value in {**worker.attrs(), "heartbeat": time.time()}.items():
+            trial.set_user_attr(key, value)
+        row = space.suggest(trial)
+        setup = space.setup(row)
+        trial.set_user_attr("setup", setup.name)
+        if space.is_forbidden(row):
+            trial.set_user_attr("forbidden", True)
+            study.tell(trial, state=TrialState.PRUNED)
+            stats.forbidden += 1
+            streak += 1
+            notify("forbidden", trial, None)
+            if streak >= settings.max_forbidden_streak:
+                stats.stop_reason = f"{streak} forbidden samples in a row; the sampler keeps proposing forbidden combinations"
+                break
+            continue
+        streak = 0
+        earlier = _verdicts(study, space).get(row)
+        if earlier is not None and earlier.number != trial.number:
+            outcome = EvalOutcome(
+                values=list(earlier.values) if earlier.state == TrialState.COMPLETE else None,
+                failure_class=earlier.user_attrs.get("failure_class"),
+                root_cause=earlier.user_attrs.get("root_cause"),
+                attrs={k: earlier.user_attrs[k] for k in ("metrics", "per_grid") if k in earlier.user_attrs},
+            )
+            outcome.attrs["cached_from"] = earlier.number
+            stats.cached += 1
+        else:
+            notify("trial", trial, None)
+            with Heartbeat(study, trial._trial_id, settings.heartbeat_interval_s):
+                outcome = evaluate(trial.number, setup)
+            stats.probed += 1
+        for key, value in outcome.attrs.items():
+            trial.set_user_attr(key, value)
+        if outcome.failed:
+            trial.set_user_attr("failure_class", outcome.failure_class or "unknown")
+            trial.set_user_attr("root_cause", outcome.root_cause or "")
+            study.tell(trial, state=TrialState.FAIL)
+            stats.failed += 1
+        else:
+            study.tell(trial, outcome.values)
+        stats.told += 1
+        notify("result", trial, outcome)
+        failed, done = failure_rate(study)
+        if done >= min_for_abort and failed / done > settings.max_failure_rate:
+            stats.stop_reason = "failure rate"
+            raise SearchAborted(
+                f"search: {failed} of {done} trials failed ({failed / done:.0%}) > search.max_failure_rate="
+                f"{settings.max_failure_rate}; see the failure classes in the study (last: {outcome.failure_class}: "
+                f"{(outcome.root_cause or '')[:160]})"
+            )
+    return stats

@@ -1,0 +1,144 @@
+"""search: space, objectives, stale-trial recovery and export, without processes."""
+
+import time
+
+import optuna
+import pytest
+from optuna.trial import TrialState
+
+from envmatrix.catalog import load_catalog
+from envmatrix.errors import ConfigError
+from envmatrix.search.export import setup_yaml, tuner_rows
+from envmatrix.search.objective import Objective, evaluate, MissingMetric, parse_objectives
+from envmatrix.search.space import SearchSpace, parse_search_space
+from envmatrix.search.study import (
+    STUDY_ATTR, WORKER_LOST, SearchAborted, SearchSettings, parse_settings, recover_stale, run_search,
+)
+from envmatrix.search.objective import EvalOutcome
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+SPACE = {"space": {"NCCL_ALGO": ["Ring", "Tree"], "NCCL_PROTO": "all"}, "forbid": [{"NCCL_ALGO": "Tree", "NCCL_PROTO": "LL128"}],
+         "fixed": {"NCCL_BUFFSIZE": 4194304}}
+
+
+def space():
+    return parse_search_space(SPACE, load_catalog(), {}, "t.yaml: search")
+
+
+def test_space_from_catalog_fixed_and_forbid():
+    s = space()
+    assert s.vars == ("NCCL_ALGO", "NCCL_PROTO") and s.choices("NCCL_PROTO") == ("LL", "LL128", "Simple")
+    assert s.size == 6 and len(s.allowed_rows()) == 5
+    setup = s.setup_of_params({"NCCL_ALGO": "Ring", "NCCL_PROTO": "LL"})
+    assert setup.assignments() == {"NCCL_BUFFSIZE": "4194304", "NCCL_ALGO": "Ring", "NCCL_PROTO": "LL"}
+    assert SearchSpace.from_json(s.to_json()) == s
+    assert "NCCL_ALGO: Ring" in setup_yaml(setup, "best")
+
+
+@pytest.mark.parametrize("bad, text", [
+    ({"space": {"NCCL_ALGO": ["Rung"]}}, "Rung"),
+    ({"space": {"NCCL_NVLS_ENABLE": [0, 1]}}, "safety pin"),
+    ({"space": {"NCCL_ALGO": ["Ring"]}, "fixed": {"NCCL_ALGO": "Tree"}}, "either fixed or searched"),
+    ({"space": {"NCCL_ALGO": ["Ring"]}, "forbid": [{"NCCL_ALGO": "Ring"}]}, "nothing left"),
+    ({}, "non-empty mapping"),
+])
+def test_space_errors_are_one_line(bad, text):
+    with pytest.raises(ConfigError, match=text):
+        parse_search_space(bad, load_catalog(), {}, "t.yaml: search")
+
+
+def test_settings_and_objective_errors():
+    with pytest.raises(ConfigError, match="did you mean trials"):
+        parse_settings({"trails": 3}, "search", "n", 0)
+    with pytest.raises(ConfigError, match="sampler"):
+        parse_settings({"sampler": "cmaes"}, "search", "n", 0)
+    with pytest.raises(ConfigError, match="allreduse"):
+        parse_objectives({"collective": "allreduse"}, "search.objective", ["1x2"])
+
+
+def test_weighted_geometric_mean_and_multi_objective():
+    rows = [{"collective": "allreduce", "size_bytes": 1024, "busbw_gbps": 10.0, "time_us": 5.0},
+            {"collective": "allreduce", "size_bytes": 1 << 20, "busbw_gbps": 40.0, "time_us": 50.0},
+            {"collective": "alltoall", "size_bytes": 1 << 20, "busbw_gbps": 20.0, "time_us": 80.0}]
+    (o,) = parse_objectives({"collective": "allreduce", "size": ["1K", "1M"], "weights": {"1M": 3}}, "o", ["1x2"])
+    assert evaluate(o, {"1x2": rows}) == pytest.approx((10 * 40 ** 3) ** 0.25)
+    objs = parse_objectives([{"collective": "allreduce", "size": "max"}, {"collective": "alltoall", "size": "1M", "metric": "time"}], "o", ["1x2"])
+    assert [o.direction for o in objs] == ["maximize", "minimize"]
+    assert [evaluate(o, {"1x2": rows}) for o in objs] == pytest.approx([40.0, 80.0])
+    with pytest.raises(MissingMetric, match="no allgather row"):
+        evaluate(parse_objectives({"collective": "allgather"}, "o", ["1x2"])[0], {"1x2": rows})
+
+
+def settings(**kw):
+    base = dict(trials=8, sampler="random", seed=0, storage=None, study_name="u", max_failure_rate=0.5,
+                heartbeat_interval_s=5.0, heartbeat_grace_s=60.0, top_k=5, baseline=False, max_forbidden_streak=50)
+    return SearchSettings(**{**base, **kw})
+
+
+def new_study(s, sampler=None):
+    study = optuna.create_study(sampler=sampler or optuna.samplers.RandomSampler(seed=0))
+    study.set_user_attr(STUDY_ATTR, {"space": s.to_json(), "objectives": [Objective("bw", ("allreduce",), (None,)).to_json()], "grids": ["1x2"]})
+    return study
+
+
+def test_loop_never_evaluates_forbidden_and_aborts_past_failure_rate():
+    s = space()
+    seen = []
+
+    def evaluate_(number, setup):
+        env = setup.assignments()
+        seen.append((env["NCCL_ALGO"], env["NCCL_PROTO"]))
+        return EvalOutcome([1.0 + len(seen)])
+
+    study = new_study(s)
+    stats = run_search(study, s, [None], evaluate_, settings(trials=30))
+    assert ("Tree", "LL128") not in seen and len(set(seen)) == len(seen) == 5
+    assert "every allowed combination" in stats.stop_reason
+    pruned = study.get_trials(states=(TrialState.PRUNED,))
+    assert all(t.user_attrs["forbidden"] and t.params == {"NCCL_ALGO": "Tree", "NCCL_PROTO": "LL128"} for t in pruned)
+
+    def failing(number, setup):
+        return EvalOutcome(None, "init_error", "NCCL WARN boom")
+
+    study = new_study(s)
+    with pytest.raises(SearchAborted, match="max_failure_rate"):
+        run_search(study, s, [None], failing, settings())
+    fails = study.get_trials(states=(TrialState.FAIL,))
+    assert len(fails) == 3 and all(t.user_attrs["failure_class"] == "init_error" and t.user_attrs["root_cause"] == "NCCL WARN boom" for t in fails)
+
+
+def test_recover_stale_fails_and_reenqueues_once():
+    s = space()
+    study = new_study(s)
+    params = {"NCCL_ALGO": "Ring", "NCCL_PROTO": "LL"}
+    dead = study.ask({k: optuna.distributions.CategoricalDistribution(list(s.choices(k))) for k in params})
+    for k, v in {"worker_host": "here", "worker_pid": 999999999, "heartbeat": time.time()}.items():
+        dead.set_user_attr(k, v)
+    alive = study.ask()
+    for k, v in {"worker_host": "elsewhere", "worker_pid": 1, "heartbeat": time.time()}.items():
+        alive.set_user_attr(k, v)
+    old = study.ask()
+    for k, v in {"worker_host": "elsewhere", "worker_pid": 1, "heartbeat": time.time() - 1000}.items():
+        old.set_user_attr(k, v)
+    assert sorted(recover_stale(study, grace_s=60, here="here")) == [dead.number, old.number]
+    assert recover_stale(study, grace_s=60, here="here") == []
+    by = {t.number: t for t in study.get_trials()}
+    assert by[dead.number].state == TrialState.FAIL and by[dead.number].user_attrs["failure_class"] == WORKER_LOST
+    assert by[alive.number].state == TrialState.RUNNING
+    waiting = study.get_trials(states=(TrialState.WAITING,))
+    assert len(waiting) == 1 and waiting[0].user_attrs["retry_of"] == dead.number
+
+
+def test_tuner_rows_pick_fastest_per_size():
+    s = space()
+    study = new_study(s)
+    table = {("Ring", "LL"): {"1024": 50.0, "1048576": 10.0}, ("Ring", "Simple"): {"1024": 20.0, "1048576": 90.0},
+             ("Tree", "LL"): {"1024": 30.0, "1048576": 5.0}}
+    for (algo, proto), bw in table.items():
+        study.enqueue_trial({"NCCL_ALGO": algo, "NCCL_PROTO": proto})
+        t = study.ask()
+        s.suggest(t)
+        t.set_user_attr("metrics", {"1x2": {"allreduce": bw}})
+        study.tell(t, bw["1048576"])
+    assert tuner_rows(study) == [["allreduce", "0", "1024", "ring", "ll", "-1", "1", "2", "-1", "-1"],
+                                 ["allreduce", "1025", "1048576", "ring", "simple", "-1", "1", "2", "-1", "-1"]]
