@@ -82,8 +82,11 @@ def build_parser() -> argparse.ArgumentParser:
     from envmatrix.cli_bisect import add_parsers as add_bisect
     from envmatrix.cli_search import add_parsers as add_search
 
+    from envmatrix.cli_cluster import add_parsers as add_cluster
+
     add_bisect(sub)
     add_search(sub)
+    add_cluster(sub)
     return parser
 
 

@@ -22,6 +22,8 @@ LAUNCH_ERROR = "launch_error"
 EXIT_ERROR = "exit_error"  # non-zero exit without a structured rank report
 UNRESOLVED = "unresolved"  # command probe exit 125 (git-bisect "skip")
 PEER_KILLED = "peer_killed"  # stopped by the harness after another rank failed
+ENV_MISMATCH = "env_mismatch"  # some rank did not see the env it was meant to (probes.delivery)
+WRONG_TRANSPORT = "wrong_transport"  # traffic took a transport the probe forbids (probes.transport_policy)
 
 OUTCOMES = (
     PASS,
@@ -33,6 +35,8 @@ OUTCOMES = (
     LAUNCH_ERROR,
     EXIT_ERROR,
     UNRESOLVED,
+    ENV_MISMATCH,
+    WRONG_TRANSPORT,
 )
 
 

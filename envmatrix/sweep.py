@@ -11,7 +11,6 @@ from typing import Callable, Mapping, Optional
 
 from envmatrix.config.resolve import SweepInput
 from envmatrix.execution.runner import execute
-from envmatrix.launchers import get_launcher
 from envmatrix.planning.plan import Run, plan_runs
 from envmatrix.probes import get_probe
 from envmatrix.results import ProbeResult
@@ -47,7 +46,7 @@ Listener = Callable[[str, SweepProgress, Optional[ProbeResult]], None]
 
 
 def plan_sweep(inp: SweepInput) -> list[Run]:
-    return plan_runs(inp.setups, inp.grids, inp.probe, inp.backend, inp.launcher)
+    return plan_runs(inp.setups, inp.grids, inp.probe, inp.backend, inp.launcher_key)
 
 
 def run_sweep(
@@ -66,7 +65,7 @@ def run_sweep(
     store.open_sweep(sid, {"config": inp.config, "conf_file": str(inp.conf_file), "runs": [r.key for r in runs]})
     done = set() if rerun else store.completed_keys(r.key for r in runs)
     progress = SweepProgress(total=len(runs), skipped=len(done))
-    launcher, probe = get_launcher(inp.launcher), get_probe(inp.probe.name)
+    launcher, probe = inp.make_launcher(), get_probe(inp.probe.name)
     notify = listener or (lambda *_: None)
     notify("start", progress, None)
     for run in runs:

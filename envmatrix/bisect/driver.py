@@ -32,6 +32,7 @@ class ProbeContext:
     store: Any  # ResultStore
     sweep_id: str
     rerun: bool = False
+    launcher_impl: Any = None  # a configured Launcher; None: the registry's default for ``launcher``
 
 
 @dataclass
@@ -95,7 +96,8 @@ def run_env(ctx: ProbeContext, name: str, atoms: Sequence[Atom], rerun: bool = F
         for stored in ctx.store.latest(run_keys=[run.key]):
             return stored, False
     workdir = os.path.join(ctx.run_dir, "logs", f"{ctx.grid.label}_{run.key}", f"{time.strftime('%Y%m%dT%H%M%S')}-{time.time_ns() % 10**9:09d}")
-    result = execute(run, get_launcher(ctx.launcher), get_probe(ctx.probe.name), workdir, ctx.inherited_env, ctx.pins, ctx.gpus)
+    launcher = ctx.launcher_impl or get_launcher(ctx.launcher)
+    result = execute(run, launcher, get_probe(ctx.probe.name), workdir, ctx.inherited_env, ctx.pins, ctx.gpus)
     result.sweep_id = ctx.sweep_id
     ctx.store.put(result)
     return result, True

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -26,6 +29,21 @@ class SweepInput:
     launcher: str
     seed: int
     config: dict[str, Any]
+    launcher_opts: dict[str, Any] = dataclasses.field(default_factory=dict)
+    hosts: tuple[str, ...] = ()
+
+    @property
+    def launcher_key(self) -> str:
+        """The launcher's identity in run keys: its name, plus a digest of its options and hosts."""
+        if not self.launcher_opts and not self.hosts:
+            return self.launcher
+        canon = json.dumps({"opts": self.launcher_opts, "hosts": list(self.hosts)}, sort_keys=True)
+        return f"{self.launcher}+{hashlib.sha256(canon.encode()).hexdigest()[:8]}"
+
+    def make_launcher(self) -> Any:
+        from envmatrix.launchers import configure_launcher
+
+        return configure_launcher(self.launcher, self.launcher_opts, self.hosts, self.grids, self.backend)
 
 
 def resolve_backend(value: str, gpus: int) -> str:
@@ -73,7 +91,7 @@ def resolve(
     from omegaconf import OmegaConf
 
     from envmatrix.catalog import load_catalog
-    from envmatrix.launchers import get_launcher
+    from envmatrix.launchers import configure_launcher
     from envmatrix.probes import get_probe
     from envmatrix.strategies import expand_setups
 
@@ -82,7 +100,8 @@ def resolve(
     backend = resolve_backend(str(data["backend"]), gpus)
     grids = auto_grids(gpus if backend == "nccl" else 0) if data["grids"] in ("auto", None) else parse_grids(data["grids"])
     check_fits(grids, backend, gpus, int(data["max_local_ranks"]))
-    get_launcher(str(data["launcher"]))
+    launcher_opts = dict((data.get("launcher_opts") or {}).get(str(data["launcher"])) or {})
+    configure_launcher(str(data["launcher"]), launcher_opts, tuple(data.get("hosts") or ()), grids, backend)
     catalog = catalog or load_catalog()
     setups = expand_setups(data.get("setups") or {}, data.get("strategies") or [], CatalogValues(catalog), int(data["seed"]), where)
     for setup in setups:
@@ -101,4 +120,6 @@ def resolve(
         launcher=str(data["launcher"]),
         seed=int(data["seed"]),
         config=data,
+        launcher_opts=launcher_opts,
+        hosts=tuple(data.get("hosts") or ()),
     )

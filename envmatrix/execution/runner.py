@@ -16,8 +16,10 @@ from envmatrix.parsers.nccl_log import merge, parse_nccl_log, transport_label
 from envmatrix.launchers.base import LaunchContext, Launcher
 from envmatrix.planning.plan import Run
 from envmatrix.probes.base import Probe
+from envmatrix.probes.delivery import checked_names, delivery_problem
 from envmatrix.probes.outcome import verdict
-from envmatrix.results import ProbeResult, RankResult
+from envmatrix.probes.transport_policy import WRONG_TRANSPORT, transport_violation
+from envmatrix.results import ENV_MISMATCH, PASS, ProbeResult, RankResult
 
 
 def free_port() -> int:
@@ -73,6 +75,7 @@ def execute(
     started = time.time()
     outcomes = run_group(plan.processes, timeout_s=float(params["timeout_s"]), grace_s=float(params.get("grace_s", 5.0)))
     finished = time.time()
+    outcomes = [getattr(launcher, "map_outcome", lambda o: o)(o) for o in outcomes]  # e.g. mpirun's 128+N
     ranks, logs = [], []
     for slot in plan.slots:
         paths = plan.logs_of(slot.rank)
@@ -82,6 +85,20 @@ def execute(
         logs.append(log)
         ranks.append(probe.interpret(rank, outcomes[plan.process_index(slot.rank)], report, log))
     outcome, cause = verdict(ranks)
+    # Env delivery proof: what each rank saw (shim's rank{R}.env.json, else the probe's echo) vs the plan.
+    shim = {s.rank: _read_json(os.path.join(workdir, f"rank{s.rank}.env.json")) for s in plan.slots}
+    for rank in ranks:
+        rank.env = rank.env or dict((shim.get(rank.rank) or {}).get("env") or {})
+    problem, first = delivery_problem(
+        plan.intended_env, checked_names(run.setup.variables, pins, plan.intended_env), shim,
+        {r.rank: r.env for r in ranks}, require_reports=getattr(launcher, "reports_env", False) and outcome == PASS,
+    )
+    if problem:
+        outcome, cause = ENV_MISMATCH, {"rank": first, "outcome": ENV_MISMATCH, "line": problem, "error": problem}
+    nccl = nccl_facts(logs)
+    violation = transport_violation(nccl, params.get("forbid_transport") or [])
+    if violation and outcome == PASS:
+        outcome, cause = WRONG_TRANSPORT, {"rank": 0, "outcome": WRONG_TRANSPORT, "line": violation, "error": violation}
     versions = next((r.versions for r in ranks if r.versions), {})
     metrics = probe.metrics(ranks, run.grid.world)
     return ProbeResult(
@@ -99,7 +116,7 @@ def execute(
         versions={k: v for k, v in versions.items() if k != "libraries"},
         intended_env=intended_setup_env(run.setup),
         metrics=metrics,
-        nccl=nccl_facts(logs),
+        nccl=nccl,
     )
 
 

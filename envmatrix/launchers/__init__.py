@@ -1,6 +1,57 @@
 """Launchers turn a run into process specs (pure); execution.processes runs them."""
 
+from __future__ import annotations
+
+from typing import Any, Mapping, Optional, Sequence
+
 from envmatrix.launchers.base import LaunchContext, Launcher, LaunchPlan, RankSlot, get_launcher, launcher_names, register
 from envmatrix.launchers import local as _local  # noqa: F401  (registers "local")
+from envmatrix.launchers import mpiexec as _mpiexec  # noqa: F401  (registers "mpiexec")
+from envmatrix.launchers import mpirun as _mpirun  # noqa: F401  (registers "mpirun")
+from envmatrix.launchers import srun as _srun  # noqa: F401  (registers "srun")
+from envmatrix.launchers import torchrun as _torchrun  # noqa: F401  (registers "torchrun")
 
-__all__ = ["LaunchContext", "Launcher", "LaunchPlan", "RankSlot", "get_launcher", "launcher_names", "register"]
+
+def configure_launcher(
+    name: str,
+    options: Optional[Mapping[str, Any]] = None,
+    hosts: Sequence[str] = (),
+    grids: Sequence[Any] = (),
+    backend: str = "gloo",
+    environ: Optional[Mapping[str, str]] = None,
+) -> Launcher:
+    """The launcher ``name`` with its options (config ``launcher_opts.<name>``) and hosts, checked at plan time.
+
+    Inside a Slurm/PBS allocation every grid is checked against the nodes and GPUs allocated
+    (PlanError, exit 2, before anything runs). Reads PBS_NODEFILE when set.
+    """
+    from envmatrix.errors import ConfigError
+    from envmatrix.launchers.allocation import check_grids, detect
+    from envmatrix.launchers.shim import ShimLauncher
+
+    cls = type(get_launcher(name))
+    if not issubclass(cls, ShimLauncher):
+        if options:
+            raise ConfigError(f"launcher_opts.{name}: launcher {name!r} takes no options")
+        return cls()
+
+    def read_text(path: str) -> str:
+        with open(path) as fh:
+            return fh.read()
+
+    import os
+
+    env = os.environ if environ is None else environ
+    alloc = detect(env, read_text)
+    launcher = cls(options=dict(options or {}), hosts=tuple(hosts), allocation=alloc)
+    if alloc is not None and grids:
+        from envmatrix.launchers.base import LaunchContext as _Ctx
+
+        opts = launcher.options(_Ctx(workdir=".", inherited_env=env, pins={}, rank_argv=()))
+        chosen = tuple(opts["hosts"] or hosts or alloc.nodes)
+        emulate = len(set(chosen)) <= 1 if opts["emulate"] == "auto" else bool(opts["emulate"])
+        check_grids(list(grids), backend, alloc, emulate=emulate)
+    return launcher
+
+
+__all__ = ["LaunchContext", "Launcher", "LaunchPlan", "RankSlot", "configure_launcher", "get_launcher", "launcher_names", "register"]

@@ -1,0 +1,39 @@
+"""OpenMPI ``mpirun``: one launcher process for all ranks; the env travels with ``-x NAME=VALUE``.
+
+Real nodes: ``--host h1:P,h2:P --map-by ppr:P:node``. One host (CI, a single
+node): every rank on this host with ``--oversubscribe --bind-to none``, nodes
+emulated by the shim with a per-node NCCL_HOSTID. ``--allow-run-as-root`` only
+when running as root. Values go into argv literally (never through a shell).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from envmatrix.launchers.base import LaunchContext, register
+from envmatrix.launchers.shim import Layout, ShimLauncher
+from envmatrix.planning.plan import Run
+
+
+@register
+class MpirunLauncher(ShimLauncher):
+    name = "mpirun"
+    option_defaults = {"hostfile": None}
+
+    def launcher_argv(self, run: Run, ctx: LaunchContext, layout: Layout, deliver: Mapping[str, str],
+                      opts: Mapping[str, Any]) -> tuple[str, ...]:
+        grid = run.grid
+        argv = [self.launcher_binary(opts), "-np", str(grid.world)]
+        if layout.emulated:
+            argv += ["--host", f"{layout.hosts[0] if layout.hosts else 'localhost'}:{grid.world}",
+                     "--map-by", "slot", "--oversubscribe", "--bind-to", "none"]
+        elif opts["hostfile"]:
+            argv += ["--hostfile", str(opts["hostfile"]), "--map-by", f"ppr:{grid.ppn}:node"]
+        else:
+            argv += ["--host", ",".join(f"{h}:{grid.ppn}" for h in layout.hosts), "--map-by", f"ppr:{grid.ppn}:node"]
+        if self.as_root:
+            argv.append("--allow-run-as-root")
+        for name, value in deliver.items():
+            argv += ["-x", f"{name}={value}"]
+        argv += opts["extra_args"]
+        return (*argv, *self.rank_command(ctx))

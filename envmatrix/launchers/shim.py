@@ -1,0 +1,368 @@
+"""The per-rank shim and the base class of launchers that start ranks through it.
+
+Rank side (``python -m envmatrix.launchers.shim -- PROBE ARGV...``), started by
+mpirun/mpiexec/srun/torchrun once per rank:
+
+1. reads the launcher's identity variables (OMPI_COMM_WORLD_*, PALS_*/PMI_*,
+   SLURM_*, torchrun's RANK/LOCAL_RANK) and derives RANK/WORLD_SIZE/LOCAL_RANK/
+   GROUP_RANK (+ MASTER_ADDR/MASTER_PORT when the launcher gave none) for
+   torch.distributed, and NCCL_HOSTID per emulated node (ENVMATRIX_EMULATE=1);
+2. unsets the names in ENVMATRIX_UNSET (a setup's ``null`` values: launchers can
+   only add variables);
+3. writes ``rank{R}.env.json`` into ENVMATRIX_RESULT_DIR: the variables it
+   really saw (identity.echoed_env plus ENVMATRIX_CHECK_VARS) and their sha256;
+4. starts the probe (stdout/stderr to ``rank{R}.log`` there) in its own
+   process group and stays as its supervisor: when the launcher dies or
+   signals the rank (mpirun puts ranks in their own process groups, so the
+   driver's kill cannot reach them), the probe's whole group is killed; the
+   shim exits like the probe did (same code, same signal).
+
+Driver side: :class:`ShimLauncher` builds the launcher's argv purely. The
+launcher process gets the inherited env only; setup variables reach ranks
+only through the launcher's own mechanism (``-x``, ``--env``, ``--export``),
+so a variable the launcher fails to pass really is missing on the ranks, and
+probes.delivery says so.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+from dataclasses import dataclass
+from typing import Any, Mapping, Optional, Sequence
+
+from envmatrix.env.atoms import UNSET
+from envmatrix.env.merge import compose_rank_env
+from envmatrix.errors import ConfigError, PlanError, did_you_mean
+from envmatrix.execution.processes import ProcessOutcome, ProcessSpec
+from envmatrix.launchers.base import LaunchContext, Launcher, LaunchPlan, RankSlot
+from envmatrix.launchers.local import LOOPBACK_DEFAULTS, emulated_hostid, rank_vars as local_rank_vars
+from envmatrix.planning.plan import Run
+from envmatrix.probes.delivery import checked_names, env_digest
+from envmatrix.probes.identity import echoed_env, launcher_identity
+
+SHIM_MODULE = "envmatrix.launchers.shim"
+# Options every shim launcher takes (config ``launcher_opts.<name>``, or ENVMATRIX_LAUNCHER_OPTS JSON).
+COMMON_OPTIONS = {
+    "hosts": None,  # hosts to run on; default: config hosts, else the allocation's nodes, else this host
+    "emulate": "auto",  # auto: emulate nodes (NCCL_HOSTID per node) when only one host is available
+    "no_export": [],  # site variables the launcher must not forward (the delivery check then reports them)
+    "extra_args": [],  # appended to the launcher's own options
+    "binary": None,  # launcher executable (default: the launcher's name)
+}
+# Set by the shim per rank; everything else the driver delivers through the launcher.
+RANK_SPECIFIC = ("RANK", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "WORLD_SIZE", "ENVMATRIX_NODE",
+                 "ENVMATRIX_DEVICE", "NCCL_HOSTID")
+OPTS_ENV = "ENVMATRIX_LAUNCHER_OPTS"
+
+
+# ----------------------------------------------------------------------------- driver side (pure)
+
+
+@dataclass(frozen=True)
+class Layout:
+    hosts: tuple[str, ...]  # hosts used, one per node; () when every rank runs on this host
+    emulated: bool  # all ranks on one host; nodes told apart by NCCL_HOSTID
+    master: str
+
+
+def options_from_env(env: Mapping[str, str], launcher: str) -> dict[str, Any]:
+    """``ENVMATRIX_LAUNCHER_OPTS='{"mpirun": {"no_export": ["NCCL_X"]}}'`` (until the config carries launcher_opts)."""
+    text = env.get(OPTS_ENV)
+    if not text:
+        return {}
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise ConfigError(f"{OPTS_ENV}: not JSON ({exc}); allowed: e.g. '{{\"mpirun\": {{\"no_export\": [\"NCCL_X\"]}}}}'") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{OPTS_ENV}: a {type(data).__name__}; allowed: a mapping of launcher name to options")
+    return dict(data.get(launcher) or {})
+
+
+def shim_argv(python: str, probe_argv: Sequence[str]) -> tuple[str, ...]:
+    # -W: runpy warns that the package (which registers the launchers) already imported this module.
+    return (python, "-W", "ignore::RuntimeWarning:runpy", "-m", SHIM_MODULE, "--", *probe_argv)
+
+
+def signal_exit(outcome: ProcessOutcome) -> ProcessOutcome:
+    """mpirun/srun report a rank killed by signal N as exit code 128+N: map it back to the signal."""
+    code = outcome.exit_code
+    if code is None or outcome.killed_by or outcome.signal or not 128 < code <= 128 + 64:
+        return outcome
+    try:
+        name = signal.Signals(code - 128).name
+    except ValueError:
+        return outcome
+    return ProcessOutcome(outcome.label, outcome.pid, None, name, None, outcome.ended_at, outcome.launch_error)
+
+
+class ShimLauncher(Launcher):
+    """A launcher that starts ranks through the shim; subclasses build the launcher's own argv."""
+
+    reports_env = True  # ranks write rank{R}.env.json; a passed run without them is an env_mismatch
+    option_defaults: Mapping[str, Any] = {}
+
+    def __init__(self, options: Optional[Mapping[str, Any]] = None, hosts: Sequence[str] = (),
+                 python: Optional[str] = None, as_root: Optional[bool] = None, allocation: Any = None) -> None:
+        self._options = None if options is None else dict(options)
+        self._hosts = tuple(hosts)
+        self.python = python or sys.executable
+        self.as_root = (os.geteuid() == 0) if as_root is None else as_root
+        self.allocation = allocation
+
+    # -- options and layout
+
+    def options(self, ctx: LaunchContext) -> dict[str, Any]:
+        raw = self._options if self._options is not None else options_from_env(ctx.inherited_env, self.name)
+        allowed = {**COMMON_OPTIONS, **self.option_defaults}
+        unknown = sorted(set(raw) - set(allowed))
+        if unknown:
+            raise ConfigError(
+                f"launcher_opts.{self.name}: unknown key {unknown[0]!r}{did_you_mean(unknown[0], allowed)}; "
+                f"allowed: {', '.join(sorted(allowed))}"
+            )
+        opts = {**allowed, **raw}
+        for key in ("no_export", "extra_args"):
+            value = opts[key]
+            opts[key] = [value] if isinstance(value, str) else [str(v) for v in value or []]
+        if opts["emulate"] not in ("auto", True, False):
+            raise ConfigError(f"launcher_opts.{self.name}.emulate: {opts['emulate']!r} not allowed; allowed: auto, true, false")
+        return opts
+
+    def layout(self, run: Run, ctx: LaunchContext, opts: Mapping[str, Any]) -> Layout:
+        from envmatrix.launchers.allocation import check_grids, detect
+
+        alloc = self.allocation if self.allocation is not None else detect(ctx.inherited_env)
+        hosts = tuple(opts["hosts"] or self._hosts or (alloc.nodes if alloc else ()))
+        emulate = len(set(hosts)) <= 1 if opts["emulate"] == "auto" else bool(opts["emulate"])
+        if alloc is not None:
+            check_grids([run.grid], run.backend, alloc, emulate=emulate)
+        if emulate:
+            return Layout(tuple(hosts[:1]), True, "127.0.0.1")
+        if run.grid.nodes > len(hosts):
+            raise PlanError(
+                f"grids: {run.grid.label} needs {run.grid.nodes} hosts but {len(hosts)} are given "
+                f"({','.join(hosts) or 'none'}); allowed: grids with nodes <= {len(hosts)}, or emulate: true"
+            )
+        used = tuple(hosts[: run.grid.nodes])
+        return Layout(used, False, used[0])
+
+    # -- env
+
+    def slots(self, run: Run, layout: Layout) -> tuple[RankSlot, ...]:
+        grid, gpu = run.grid, run.backend == "nccl"
+        return tuple(
+            RankSlot(r, grid.node_of(r), grid.local_rank_of(r),
+                     (r if layout.emulated else grid.local_rank_of(r)) if gpu else None)
+            for r in range(grid.world)
+        )
+
+    def rank_env(self, run: Run, slot: RankSlot, ctx: LaunchContext, layout: Layout) -> dict[str, str]:
+        env = local_rank_vars(run, slot, ctx)
+        env["MASTER_ADDR"] = layout.master
+        env.pop("NCCL_HOSTID", None)
+        if layout.emulated and run.grid.nodes > 1:
+            env["NCCL_HOSTID"] = emulated_hostid(slot.node)
+        env.pop("ENVMATRIX_DEVICE", None)
+        if slot.device is not None:
+            env["ENVMATRIX_DEVICE"] = str(slot.device)
+        return env
+
+    def plan_env(self, run: Run, ctx: LaunchContext, layout: Layout, opts: Mapping[str, Any]) -> tuple[list[dict[str, str]], dict[str, str]]:
+        """(intended env per rank, variables the launcher must deliver, in a stable order)."""
+        slots = self.slots(run, layout)
+        defaults = LOOPBACK_DEFAULTS if layout.emulated else {}
+        intended = [
+            compose_rank_env(ctx.inherited_env, defaults, run.setup.atoms,
+                             {**ctx.probe_env, **self.rank_env(run, s, ctx, layout)}, ctx.pins)
+            for s in slots
+        ]
+        first = intended[0]
+        names = [v for v in run.setup.variables if v in first]
+        names += [v for v in defaults if v in first]
+        names += list(ctx.pins) + list(ctx.probe_env)
+        names += [k for k in self.rank_env(run, slots[0], ctx, layout) if k not in RANK_SPECIFIC]
+        deliver = {n: first[n] for n in dict.fromkeys(names) if n not in RANK_SPECIFIC}
+        unset = sorted(a.var for a in run.setup.atoms if a.op == UNSET and a.var not in first)
+        checks = checked_names(run.setup.variables, ctx.pins, intended)
+        deliver.update({
+            "ENVMATRIX_LAUNCHER": self.name,
+            "ENVMATRIX_PPN": str(run.grid.ppn),
+            "ENVMATRIX_EMULATE": "1" if layout.emulated else "0",
+            "ENVMATRIX_CHECK_VARS": ",".join(checks),
+        })
+        if unset:
+            deliver["ENVMATRIX_UNSET"] = ",".join(unset)
+        if run.backend == "nccl":
+            deliver["ENVMATRIX_USE_GPU"] = "1"
+        for name in opts["no_export"]:
+            deliver.pop(name, None)
+        return intended, deliver
+
+    # -- plan
+
+    def launcher_binary(self, opts: Mapping[str, Any]) -> str:
+        return str(opts["binary"] or self.name)
+
+    def rank_command(self, ctx: LaunchContext) -> tuple[str, ...]:
+        return shim_argv(self.python, ctx.rank_argv)
+
+    def launcher_argv(self, run: Run, ctx: LaunchContext, layout: Layout, deliver: Mapping[str, str],
+                      opts: Mapping[str, Any]) -> tuple[str, ...]:
+        raise NotImplementedError
+
+    def processes(self, run: Run, ctx: LaunchContext, layout: Layout, deliver: Mapping[str, str],
+                  opts: Mapping[str, Any]) -> tuple[ProcessSpec, ...]:
+        """One launcher process with the inherited env only (mpirun, mpiexec, srun)."""
+        argv = self.launcher_argv(run, ctx, layout, deliver, opts)
+        return (ProcessSpec(argv=argv, env=dict(ctx.inherited_env), log_path=os.path.join(ctx.workdir, f"{self.name}.log"),
+                            label=self.name, cwd=ctx.workdir),)
+
+    def process_of_rank(self, run: Run, n_processes: int) -> tuple[int, ...]:
+        return tuple(0 for _ in range(run.grid.world))
+
+    def build(self, run: Run, ctx: LaunchContext) -> LaunchPlan:
+        opts = self.options(ctx)
+        layout = self.layout(run, ctx, opts)
+        intended, deliver = self.plan_env(run, ctx, layout, opts)
+        procs = self.processes(run, ctx, layout, deliver, opts)
+        owner = self.process_of_rank(run, len(procs))
+        logs = tuple((os.path.join(ctx.workdir, f"rank{r}.log"), procs[owner[r]].log_path) for r in range(run.grid.world))
+        return LaunchPlan(procs, self.slots(run, layout), tuple(intended), process_of_rank=owner, rank_logs=logs)
+
+    def map_outcome(self, outcome: ProcessOutcome) -> ProcessOutcome:
+        return signal_exit(outcome)
+
+
+# ----------------------------------------------------------------------------- rank side
+
+
+def derive_rank_env(env: Mapping[str, str]) -> tuple[dict[str, str], int]:
+    """(the env the probe runs with, rank) from the launcher's env; pure. Raises ValueError without identity."""
+    launcher = env.get("ENVMATRIX_LAUNCHER")
+    ident = launcher_identity(env, launcher)
+    if ident is None:
+        raise ValueError("no rank variables (OMPI_COMM_WORLD_*, PALS_*/PMI_*, SLURM_*, RANK/WORLD_SIZE) set by the launcher")
+    out = dict(env)
+    ppn = int(env.get("ENVMATRIX_PPN") or ident.local_size or 1)
+    emulated = env.get("ENVMATRIX_EMULATE") == "1"
+    rank, world = ident.rank, ident.world
+    node = rank // ppn
+    local = rank % ppn if emulated else ident.local_rank
+    nnodes = max(1, world // ppn)
+    out.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(local), LOCAL_WORLD_SIZE=str(ppn),
+               GROUP_RANK=str(node), ENVMATRIX_NODE=str(node), ENVMATRIX_NNODES=str(nnodes))
+    if emulated and nnodes > 1:
+        out["NCCL_HOSTID"] = emulated_hostid(node)
+    if env.get("ENVMATRIX_USE_GPU") == "1":
+        out["ENVMATRIX_DEVICE"] = str(rank if emulated else local)
+    if not out.get("MASTER_ADDR"):
+        from envmatrix.launchers.allocation import expand_nodelist
+
+        hosts = expand_nodelist(env.get("SLURM_STEP_NODELIST") or env.get("SLURM_JOB_NODELIST") or "")
+        out["MASTER_ADDR"] = hosts[0] if hosts else "127.0.0.1"
+    out.setdefault("MASTER_PORT", "29500")
+    for name in filter(None, (env.get("ENVMATRIX_UNSET") or "").split(",")):
+        out.pop(name, None)
+    out["ENVMATRIX_SHIM_IDENTITY"] = json.dumps({"family": ident.family, **ident.source}, sort_keys=True)
+    return out, rank
+
+
+def env_report(env: Mapping[str, str], rank: int) -> dict[str, Any]:
+    checked = [n for n in (env.get("ENVMATRIX_CHECK_VARS") or "").split(",") if n]
+    seen = echoed_env(env, checked)
+    return {"rank": rank, "pid": os.getpid(), "host": os.uname().nodename, "checked": checked, "env": seen,
+            "sha256": env_digest(seen)}
+
+
+def _write_json(path: str, data: Mapping[str, Any]) -> None:
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w") as fh:
+        json.dump(data, fh, sort_keys=True)
+    os.replace(tmp, path)
+
+
+def _pdeathsig(sig: int) -> None:
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, sig, 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def _supervise(child: int) -> int:
+    """Wait for the probe; if the launcher goes away or signals us, kill the probe's whole group."""
+
+    def stop(signum: int, _frame: Any) -> None:
+        try:
+            os.killpg(child, signal.SIGKILL)
+        except OSError:
+            pass
+
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, stop)
+    while True:
+        try:
+            _, status = os.waitpid(child, 0)
+            break
+        except InterruptedError:
+            continue
+    try:
+        os.killpg(child, signal.SIGKILL)  # grandchildren the probe left behind
+    except OSError:
+        pass
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        signal.signal(sig, signal.SIG_DFL)
+        os.kill(os.getpid(), sig)  # die the same way, so the launcher sees the signal
+        return 128 + sig
+    return os.WEXITSTATUS(status)
+
+
+def main(argv: Sequence[str]) -> int:
+    args = list(argv)
+    if args and args[0] == "--":
+        args = args[1:]
+    if not args:
+        print("envmatrix shim: usage: python -m envmatrix.launchers.shim -- PROBE ARGV...", file=sys.stderr)
+        return 2
+    try:
+        env, rank = derive_rank_env(os.environ)
+    except ValueError as exc:
+        print(f"envmatrix shim: {exc}", file=sys.stderr)
+        return 2
+    result_dir = env.get("ENVMATRIX_RESULT_DIR") or "."
+    parent = os.getppid()
+    _pdeathsig(signal.SIGTERM)  # launcher gone (mpirun puts ranks in their own groups): clean up below
+    if os.getppid() != parent:
+        return 137
+    try:
+        _write_json(os.path.join(result_dir, f"rank{rank}.env.json"), env_report(env, rank))
+        log = os.open(os.path.join(result_dir, f"rank{rank}.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    except OSError as exc:
+        print(f"envmatrix shim: rank {rank}: cannot write to ENVMATRIX_RESULT_DIR={result_dir}: {exc}", file=sys.stderr)
+        return 2
+    sys.stdout.flush()
+    sys.stderr.flush()
+    child = os.fork()
+    if child == 0:  # the probe: its own process group, so the shim can kill it with its children
+        try:
+            os.setpgid(0, 0)
+            _pdeathsig(signal.SIGKILL)
+            os.dup2(log, 1)
+            os.dup2(log, 2)
+            os.close(log)
+            os.execvpe(args[0], args, env)
+        except OSError as exc:
+            os.write(2, f"envmatrix shim: rank {rank}: cannot run {args[0]!r}: {exc}\n".encode())
+        os._exit(127)
+    os.close(log)
+    return _supervise(child)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

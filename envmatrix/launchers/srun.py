@@ -1,0 +1,56 @@
+"""Slurm ``srun`` inside an allocation: ``--nodes --ntasks-per-node --export=ALL,NAME=VALUE,...``.
+
+``--export`` is comma-separated and Slurm keeps quotes in values, so a value
+holding a comma (NCCL_IB_HCA=mlx5_0,mlx5_1) cannot be written there: it is
+named alone (``--export=ALL,...,NCCL_IB_HCA``), which makes srun propagate the
+value from its own env, and only such values are added to srun's env.
+``--kill-on-bad-exit=1`` ends the step when a rank fails, like mpirun. On a
+one-node allocation the nodes are emulated there (``--overcommit``).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Mapping
+
+from envmatrix.execution.processes import ProcessSpec
+from envmatrix.launchers.base import LaunchContext, register
+from envmatrix.launchers.shim import Layout, ShimLauncher
+from envmatrix.planning.plan import Run
+
+
+def needs_env(value: str) -> bool:
+    return "," in value
+
+
+def export_flag(deliver: Mapping[str, str]) -> str:
+    items = [n if needs_env(v) else f"{n}={v}" for n, v in deliver.items()]
+    return "--export=" + ",".join(["ALL", *items])
+
+
+@register
+class SrunLauncher(ShimLauncher):
+    name = "srun"
+    option_defaults = {"mpi": None}  # e.g. "pmix", "none": passed as --mpi=...
+
+    def launcher_argv(self, run: Run, ctx: LaunchContext, layout: Layout, deliver: Mapping[str, str],
+                      opts: Mapping[str, Any]) -> tuple[str, ...]:
+        grid = run.grid
+        nodes, per_node = (1, grid.world) if layout.emulated else (grid.nodes, grid.ppn)
+        argv = [self.launcher_binary(opts), f"--nodes={nodes}", f"--ntasks={grid.world}", f"--ntasks-per-node={per_node}"]
+        if layout.hosts:
+            argv.append(f"--nodelist={','.join(layout.hosts)}")
+        if layout.emulated:
+            argv.append("--overcommit")
+        argv += [f"--job-name=envmatrix-{run.key}", "--kill-on-bad-exit=1", "--unbuffered"]
+        if opts["mpi"]:
+            argv.append(f"--mpi={opts['mpi']}")
+        argv.append(export_flag(deliver))
+        argv += opts["extra_args"]
+        return (*argv, *self.rank_command(ctx))
+
+    def processes(self, run: Run, ctx: LaunchContext, layout: Layout, deliver: Mapping[str, str],
+                  opts: Mapping[str, Any]) -> tuple[ProcessSpec, ...]:
+        argv = self.launcher_argv(run, ctx, layout, deliver, opts)
+        env = {**ctx.inherited_env, **{n: v for n, v in deliver.items() if needs_env(v)}}
+        return (ProcessSpec(argv=argv, env=env, log_path=os.path.join(ctx.workdir, "srun.log"), label="srun", cwd=ctx.workdir),)

@@ -1,0 +1,109 @@
+"""Batch scripts for `envmatrix submit`: pure rendering from launchers/*.tmpl, and job-id parsing.
+
+Templates use string.Template ``$name`` placeholders; every value that reaches
+a shell line is shlex-quoted, and the envmatrix command is one ``shlex.join``.
+Submission itself goes through execution.processes.run_capture (shell=False).
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import string
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional, Sequence
+
+from envmatrix.errors import ConfigError
+
+TEMPLATE_DIR = Path(__file__).resolve().parents[2] / "launchers"
+SCHEDULERS = {"slurm": ("sbatch.sh.tmpl", "sbatch", "#SBATCH"), "pbs": ("pbs.sh.tmpl", "qsub", "#PBS")}
+VERBS = ("sweep", "bisect", "search")
+_SAFE_NAME = re.compile(r"^[A-Za-z0-9_.+-]+$")
+_WALLTIME = re.compile(r"^(\d+-)?\d{1,3}(:\d{2}){0,2}$")
+
+
+@dataclass(frozen=True)
+class BatchSpec:
+    scheduler: str
+    envmatrix_args: tuple[str, ...]  # e.g. ("sweep", "conf=aws_ofi", "launcher=srun")
+    python: str
+    workdir: str
+    nodes: int = 1
+    ntasks_per_node: int = 1
+    gpus_per_node: Optional[int] = None
+    time: str = "01:00:00"
+    job_name: str = "envmatrix"
+    output: str = "envmatrix-%j.out"
+    account: Optional[str] = None
+    queue: Optional[str] = None  # Slurm partition / PBS queue
+    directives: tuple[str, ...] = field(default_factory=tuple)  # raw extra directive lines' options
+
+
+def check(spec: BatchSpec) -> None:
+    where = "envmatrix submit"
+    if spec.scheduler not in SCHEDULERS:
+        raise ConfigError(f"{where} --scheduler: {spec.scheduler!r} not allowed; allowed: {', '.join(SCHEDULERS)}")
+    if not spec.envmatrix_args or spec.envmatrix_args[0] not in VERBS:
+        got = spec.envmatrix_args[0] if spec.envmatrix_args else "nothing"
+        raise ConfigError(f"{where}: the command to run is {got!r}; allowed: {', '.join(VERBS)} followed by its arguments")
+    for key, value in (("--nodes", spec.nodes), ("--ntasks-per-node", spec.ntasks_per_node)):
+        if value < 1:
+            raise ConfigError(f"{where} {key}: {value} not allowed; allowed: an integer >= 1")
+    if spec.gpus_per_node is not None and spec.gpus_per_node < 0:
+        raise ConfigError(f"{where} --gpus-per-node: {spec.gpus_per_node} not allowed; allowed: an integer >= 0")
+    if not _WALLTIME.match(spec.time):
+        raise ConfigError(f"{where} --time: {spec.time!r} not allowed; allowed: [D-]HH:MM:SS, e.g. 01:00:00")
+    for key, value in (("--job-name", spec.job_name), ("--account", spec.account), ("--queue", spec.queue)):
+        if value is not None and not _SAFE_NAME.match(value):
+            raise ConfigError(f"{where} {key}: {value!r} not allowed; allowed: letters, digits and _ . + -")
+    for line in spec.directives:
+        if "\n" in line:
+            raise ConfigError(f"{where} --directive: {line!r} spans lines; allowed: one option per --directive")
+
+
+def render(spec: BatchSpec, template_dir: Path = TEMPLATE_DIR) -> str:
+    """The batch script text (pure apart from reading the template)."""
+    check(spec)
+    name, _, prefix = SCHEDULERS[spec.scheduler]
+    template = string.Template((template_dir / name).read_text())
+    extra = []
+    if spec.scheduler == "slurm":
+        if spec.gpus_per_node is not None:
+            extra.append(f"--gpus-per-node={spec.gpus_per_node}")
+        if spec.account:
+            extra.append(f"--account={spec.account}")
+        if spec.queue:
+            extra.append(f"--partition={spec.queue}")
+    else:
+        if spec.account:
+            extra.append(f"-A {spec.account}")
+        if spec.queue:
+            extra.append(f"-q {spec.queue}")
+    extra += [shlex.join(shlex.split(d)) for d in spec.directives]
+    return template.substitute(
+        verb=spec.envmatrix_args[0],
+        job_name=spec.job_name,
+        nodes=spec.nodes,
+        ntasks_per_node=spec.ntasks_per_node,
+        select_extra=f":ngpus={spec.gpus_per_node}" if spec.gpus_per_node is not None else "",
+        time=spec.time,
+        output=shlex.quote(spec.output),
+        directives="\n".join(f"{prefix} {d}" for d in extra),
+        workdir=shlex.quote(spec.workdir),
+        command=shlex.join([spec.python, "-m", "envmatrix", *spec.envmatrix_args]),
+    )
+
+
+def submit_argv(scheduler: str, script_path: str) -> list[str]:
+    return [SCHEDULERS[scheduler][1], script_path]
+
+
+def parse_job_id(scheduler: str, stdout: str) -> Optional[str]:
+    """'Submitted batch job 1234' (sbatch) or '1234.pbs01' (qsub) -> the job id."""
+    text = stdout.strip()
+    if scheduler == "slurm":
+        m = re.search(r"Submitted batch job (\d+)", text) or re.fullmatch(r"(\d+)(;\S+)?", text)
+    else:
+        m = re.fullmatch(r"(\d+(?:\[\])?\.\S+|\d+)", text.splitlines()[-1].strip() if text else "")
+    return m.group(1) if m else None

@@ -1,0 +1,88 @@
+"""OpenMPI mpirun: golden argv, and real mpirun (Debian's openmpi-bin) for delivery, timeout, exit codes."""
+
+import json
+import shutil
+import sys
+
+import pytest
+
+from conftest import assert_no_processes, write_conf
+from envmatrix.env import Atom, Setup
+from envmatrix.launchers import get_launcher
+from envmatrix.planning import Grid, plan_runs
+from envmatrix.probes import get_probe
+from launcher_contract import fixed_key, LauncherContract, check_golden, golden_ctx, plan_record, weird_setup
+
+needs_mpirun = pytest.mark.skipif(shutil.which("mpirun") is None, reason="OpenMPI mpirun not installed (.ci/run installs openmpi-bin)")
+
+
+class TestMpirunContract(LauncherContract):
+    launcher_name = "mpirun"
+    identity_env = {"OMPI_COMM_WORLD_RANK": "3", "OMPI_COMM_WORLD_SIZE": "4", "OMPI_COMM_WORLD_LOCAL_RANK": "3",
+                    "OMPI_COMM_WORLD_LOCAL_SIZE": "4"}
+
+    @pytest.fixture(autouse=True)
+    def _needs(self, request):
+        if request.node.name.startswith(("test_env_", "test_timeout", "test_exit")) and shutil.which("mpirun") is None:
+            pytest.skip("OpenMPI mpirun not installed")
+
+
+def _run(grid, **opts):
+    run = plan_runs([weird_setup()], [grid], get_probe("builtin").spec({"timeout_s": 60}), "gloo", "mpirun")[0]
+    run = fixed_key(run)
+    cls = type(get_launcher("mpirun"))
+    return cls(python="/opt/py/bin/python", **opts).build(run, golden_ctx())
+
+
+def test_real_nodes_golden_uses_ppr_and_hosts():
+    plan = _run(Grid(2, 2), as_root=True, options={"hosts": ["node01", "node02"], "no_export": ["NCCL_IB_HCA"]})
+    argv = plan.processes[0].argv
+    assert argv[argv.index("--map-by") + 1] == "ppr:2:node" and "--allow-run-as-root" in argv
+    assert "--oversubscribe" not in argv and not any(a.startswith("NCCL_IB_HCA=") for a in argv)
+    assert "MASTER_ADDR=node01" in argv and not any(a.startswith("NCCL_HOSTID=") for a in argv)
+    check_golden("mpirun_2x2_hosts", plan_record(plan))
+
+
+def test_emulated_nodes_oversubscribe_on_one_host():
+    argv = _run(Grid(2, 2), as_root=False).processes[0].argv
+    assert argv[:3] == ("mpirun", "-np", "4") and "--oversubscribe" in argv and "--allow-run-as-root" not in argv
+    assert "ENVMATRIX_EMULATE=1" in argv and "ENVMATRIX_UNSET=NCCL_DEBUG" in argv
+
+
+CONF = """
+name: mpirun_gloo
+backend: gloo
+launcher: mpirun
+grids: [1x2, 2x2]
+setups:
+  tree: {NCCL_ALGO: Tree, TORCH_DISTRIBUTED_DEBUG: DETAIL}
+probe: {timeout_s: 90, collectives: [allreduce]}
+"""
+
+
+@pytest.mark.slow
+@needs_mpirun
+def test_cli_sweep_with_real_mpirun_gloo(cli, tmp_path):
+    conf = write_conf(tmp_path / "m.yaml", CONF)
+    done = cli.run("sweep", f"conf={conf}", "--out", str(tmp_path / "o"))
+    assert done.returncode == 0, done.stderr + done.stdout
+    data = json.loads((tmp_path / "o" / "results.json").read_text())
+    assert data["matrix"] == {"1x2": {"tree": "1"}, "2x2": {"tree": "1"}}, data["results"][0]["root_cause"]
+    two = next(r for r in data["results"] if r["grid"] == "2x2")
+    assert {r["env"]["NCCL_HOSTID"] for r in two["ranks"]} == {"envmatrix-node0", "envmatrix-node1"}
+    assert all(r["env"]["NCCL_ALGO"] == "Tree" and r["checks"] for r in two["ranks"])
+    assert_no_processes(cli.marker)
+
+
+@pytest.mark.slow
+@needs_mpirun
+def test_cli_sweep_not_exported_variable_is_an_env_mismatch(cli, tmp_path):
+    conf = write_conf(tmp_path / "m.yaml", CONF.replace("[1x2, 2x2]", "[2x2]"))
+    cli.env["ENVMATRIX_LAUNCHER_OPTS"] = json.dumps({"mpirun": {"no_export": ["NCCL_ALGO"]}})
+    done = cli.run("sweep", f"conf={conf}", "--out", str(tmp_path / "o"), "--fail-on-failure")
+    assert done.returncode == 1, done.stderr + done.stdout
+    (result,) = json.loads((tmp_path / "o" / "results.json").read_text())["results"]
+    assert result["outcome"] == "env_mismatch"
+    assert result["root_cause"]["line"] == "NCCL_ALGO missing on ranks 0-3"
+    assert "env_mismatch" in (tmp_path / "o" / "matrix.md").read_text()
+    assert_no_processes(cli.marker)

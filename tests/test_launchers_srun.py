@@ -1,0 +1,177 @@
+"""Slurm srun: golden argv, a fake srun at the subprocess boundary, and a real one-node Slurm when it can start.
+
+The real cluster (Debian's slurm-wlm + munge) is started by the fixture below with a minimal
+slurm.conf in a temp dir (no cgroup plugins, proctrack/linuxproc, task/none, cons_tres, localhost)
+and torn down after; without the binaries or root it is skipped (tests/data/slurm_attempt.md).
+"""
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import time
+import uuid
+
+import pytest
+
+from conftest import assert_no_processes, write_conf
+from envmatrix.launchers import get_launcher
+from envmatrix.planning import Grid, plan_runs
+from envmatrix.probes import get_probe
+from launcher_contract import fixed_key, LauncherContract, check_golden, golden_ctx, plan_record, weird_setup
+
+
+class TestSrunContract(LauncherContract):
+    launcher_name = "srun"
+    fake = "srun"
+    force_fake = True  # the real srun runs in test_cli_sweep_with_real_slurm below
+    identity_env = {"SLURM_PROCID": "3", "SLURM_NTASKS": "4", "SLURM_LOCALID": "3", "SLURM_NODEID": "0"}
+
+
+def _plan(grid, env=None, **opts):
+    run = plan_runs([weird_setup()], [grid], get_probe("builtin").spec({"timeout_s": 60}), "gloo", "srun")[0]
+    run = fixed_key(run)
+    ctx = golden_ctx()
+    if env:
+        ctx = type(ctx)(**{**ctx.__dict__, "inherited_env": {**ctx.inherited_env, **env}})
+    return type(get_launcher("srun"))(python="/opt/py/bin/python", as_root=False, options=opts).build(run, ctx)
+
+
+def test_commas_travel_by_name_through_srun_env():
+    plan = _plan(Grid(1, 2))
+    (proc,) = plan.processes
+    export = next(a for a in proc.argv if a.startswith("--export="))
+    assert export.startswith("--export=ALL,") and ",NCCL_IB_HCA," in export + ","
+    assert proc.env["NCCL_IB_HCA"] == "mlx5_0,mlx5_1" and "NCCL_ALGO" not in proc.env
+
+
+def test_inside_allocation_uses_its_nodes():
+    env = {"SLURM_JOB_ID": "77", "SLURM_JOB_NODELIST": "gpu[01-02]", "SLURM_JOB_NUM_NODES": "2", "SLURM_GPUS_ON_NODE": "4"}
+    plan = _plan(Grid(2, 2), env=env)
+    argv = plan.processes[0].argv
+    assert "--nodes=2" in argv and "--ntasks-per-node=2" in argv and "--nodelist=gpu01,gpu02" in argv
+    assert "--overcommit" not in argv
+    check_golden("srun_2x2_allocation", plan_record(plan))
+
+
+def test_grid_larger_than_allocation_is_a_plan_error():
+    from envmatrix.errors import PlanError
+
+    env = {"SLURM_JOB_ID": "77", "SLURM_JOB_NODELIST": "gpu[01-02]", "SLURM_JOB_NUM_NODES": "2"}
+    with pytest.raises(PlanError, match=r"grids: 4x1 needs 4 nodes but Slurm job 77 has 2 \(gpu01,gpu02\)"):
+        _plan(Grid(4, 1), env=env)
+
+
+# ---------------------------------------------------------------------------- real one-node Slurm
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _munge_ok(env):
+    try:
+        enc = subprocess.run(["munge", "-n"], capture_output=True, env=env, timeout=10)
+        dec = subprocess.run(["unmunge"], input=enc.stdout, capture_output=True, env=env, timeout=10)
+        return enc.returncode == 0 and dec.returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+@pytest.fixture(scope="module")
+def slurm(tmp_path_factory):
+    needed = ("slurmctld", "slurmd", "munged", "srun", "salloc", "sinfo")
+    if any(shutil.which(b) is None for b in needed) or os.geteuid() != 0:
+        pytest.skip("real Slurm needs slurm-wlm + munge and root (see tests/data/slurm_attempt.md)")
+    d = tmp_path_factory.mktemp("slurm")
+    env = {**os.environ}
+    started = []
+    if not _munge_ok(env):
+        for path in ("/etc/munge", "/var/lib/munge", "/var/log/munge", "/run/munge"):
+            os.makedirs(path, exist_ok=True)
+            shutil.chown(path, "munge", "munge")
+        key = "/etc/munge/munge.key"
+        if not os.path.exists(key):
+            with open(key, "wb") as fh:
+                fh.write(os.urandom(1024))
+            shutil.chown(key, "munge", "munge")
+            os.chmod(key, 0o400)
+        subprocess.run(["munged", "--force", "--pid-file", str(d / "munged.pid")], check=True, capture_output=True)
+        started.append(d / "munged.pid")
+        assert _munge_ok(env), "munged did not start"
+    host = socket.gethostname().split(".")[0]
+    conf = d / "slurm.conf"
+    conf.write_text(f"""ClusterName=envmx
+SlurmctldHost={host}
+SlurmctldPort={_free_port()}
+SlurmdPort={_free_port()}
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+StateSaveLocation={d}/state
+SlurmdSpoolDir={d}/spool
+SlurmctldPidFile={d}/slurmctld.pid
+SlurmdPidFile={d}/slurmd.pid
+SlurmctldLogFile={d}/slurmctld.log
+SlurmdLogFile={d}/slurmd.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+MpiDefault=none
+ReturnToService=2
+NodeName={host} CPUs={os.cpu_count()} State=UNKNOWN
+PartitionName=debug Nodes={host} Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES
+""")
+    (d / "state").mkdir()
+    (d / "spool").mkdir()
+    env["SLURM_CONF"] = str(conf)
+    subprocess.run(["slurmctld", "-f", str(conf)], check=True, env=env, capture_output=True)
+    started.append(d / "slurmctld.pid")
+    subprocess.run(["slurmd", "-f", str(conf)], check=True, env=env, capture_output=True)
+    started.append(d / "slurmd.pid")
+    try:
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            out = subprocess.run(["sinfo", "-h", "-o", "%t"], capture_output=True, text=True, env=env)
+            if out.stdout.strip() == "idle":
+                break
+            time.sleep(0.5)
+        else:
+            pytest.skip(f"slurm node never became idle: {out.stdout.strip()} {out.stderr.strip()}")
+        yield env
+    finally:
+        for pid_file in reversed(started):  # only the daemons this fixture started, by pid
+            try:
+                os.kill(int(pid_file.read_text().split()[0]), 15)
+            except (OSError, ValueError):
+                pass
+
+
+SRUN_CONF = """
+name: srun_gloo
+backend: gloo
+launcher: srun
+grids: [2x2]
+setups:
+  tree: {NCCL_ALGO: Tree, NCCL_IB_HCA: "mlx5_0,mlx5_1"}
+probe: {timeout_s: 90, collectives: [allreduce]}
+"""
+
+
+@pytest.mark.slow
+def test_cli_sweep_with_real_slurm(slurm, cli, tmp_path):
+    conf = write_conf(tmp_path / "s.yaml", SRUN_CONF)
+    cli.env.update(SLURM_CONF=slurm["SLURM_CONF"])
+    argv = ["salloc", "-N1", "-n4", "--overcommit", *cli.argv("sweep", f"conf={conf}", "--out", str(tmp_path / "o"))]
+    done = subprocess.run(argv, cwd=tmp_path, env=cli.env, capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr + done.stdout
+    (result,) = json.loads((tmp_path / "o" / "results.json").read_text())["results"]
+    assert result["outcome"] == "pass", result["root_cause"]
+    assert all(r["env"]["NCCL_IB_HCA"] == "mlx5_0,mlx5_1" for r in result["ranks"])
+    assert json.loads(result["ranks"][0]["env"]["ENVMATRIX_SHIM_IDENTITY"])["family"] == "slurm"
+    assert_no_processes(cli.marker)
