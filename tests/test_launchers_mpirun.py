@@ -77,8 +77,7 @@ def test_cli_sweep_with_real_mpirun_gloo(cli, tmp_path):
 @pytest.mark.slow
 @needs_mpirun
 def test_cli_sweep_not_exported_variable_is_an_env_mismatch(cli, tmp_path):
-    conf = write_conf(tmp_path / "m.yaml", CONF.replace("[1x2, 2x2]", "[2x2]"))
-    cli.env["ENVMATRIX_LAUNCHER_OPTS"] = json.dumps({"mpirun": {"no_export": ["NCCL_ALGO"]}})
+    conf = write_conf(tmp_path / "m.yaml", CONF.replace("[1x2, 2x2]", "[2x2]") + "launcher_opts: {mpirun: {no_export: [NCCL_ALGO]}}\n")
     done = cli.run("sweep", f"conf={conf}", "--out", str(tmp_path / "o"), "--fail-on-failure")
     assert done.returncode == 1, done.stderr + done.stdout
     (result,) = json.loads((tmp_path / "o" / "results.json").read_text())["results"]

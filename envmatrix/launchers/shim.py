@@ -44,7 +44,7 @@ from envmatrix.probes.delivery import checked_names, env_digest
 from envmatrix.probes.identity import echoed_env, launcher_identity
 
 SHIM_MODULE = "envmatrix.launchers.shim"
-# Options every shim launcher takes (config ``launcher_opts.<name>``, or ENVMATRIX_LAUNCHER_OPTS JSON).
+# Options every shim launcher takes (config ``launcher_opts.<name>``).
 COMMON_OPTIONS = {
     "hosts": None,  # hosts to run on; default: config hosts, else the allocation's nodes, else this host
     "emulate": "auto",  # auto: emulate nodes (NCCL_HOSTID per node) when only one host is available
@@ -55,9 +55,6 @@ COMMON_OPTIONS = {
 # Set by the shim per rank; everything else the driver delivers through the launcher.
 RANK_SPECIFIC = ("RANK", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "WORLD_SIZE", "ENVMATRIX_NODE",
                  "ENVMATRIX_DEVICE", "NCCL_HOSTID")
-OPTS_ENV = "ENVMATRIX_LAUNCHER_OPTS"
-
-
 # ----------------------------------------------------------------------------- driver side (pure)
 
 
@@ -66,20 +63,6 @@ class Layout:
     hosts: tuple[str, ...]  # hosts used, one per node; () when every rank runs on this host
     emulated: bool  # all ranks on one host; nodes told apart by NCCL_HOSTID
     master: str
-
-
-def options_from_env(env: Mapping[str, str], launcher: str) -> dict[str, Any]:
-    """``ENVMATRIX_LAUNCHER_OPTS='{"mpirun": {"no_export": ["NCCL_X"]}}'`` (until the config carries launcher_opts)."""
-    text = env.get(OPTS_ENV)
-    if not text:
-        return {}
-    try:
-        data = json.loads(text)
-    except ValueError as exc:
-        raise ConfigError(f"{OPTS_ENV}: not JSON ({exc}); allowed: e.g. '{{\"mpirun\": {{\"no_export\": [\"NCCL_X\"]}}}}'") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{OPTS_ENV}: a {type(data).__name__}; allowed: a mapping of launcher name to options")
-    return dict(data.get(launcher) or {})
 
 
 def shim_argv(python: str, probe_argv: Sequence[str]) -> tuple[str, ...]:
@@ -116,7 +99,7 @@ class ShimLauncher(Launcher):
     # -- options and layout
 
     def options(self, ctx: LaunchContext) -> dict[str, Any]:
-        raw = self._options if self._options is not None else options_from_env(ctx.inherited_env, self.name)
+        raw = self._options or {}
         allowed = {**COMMON_OPTIONS, **self.option_defaults}
         unknown = sorted(set(raw) - set(allowed))
         if unknown:
