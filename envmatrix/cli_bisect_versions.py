@@ -11,7 +11,6 @@ from envmatrix.errors import ConfigError
 
 def run_version_bisect(args: Any, inp: Any, gpus: list, pins: dict, probe: Any, run_dir: str, console: Any) -> int:
     from envmatrix.bisect.driver import ProbeContext, run_env
-    from envmatrix.bisect.envfile import parse_env_file
     from envmatrix.bisect.versions import bisect_versions, parse_versions_file, version_atoms
     from envmatrix.planning.grid import parse_grid
     from envmatrix.store import open_store

@@ -228,32 +228,3 @@ def cmd_export(args: argparse.Namespace) -> int:
     with open(paths[0]) as fh:
         print(fh.read(), end="")
     return 0
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m envmatrix.cli_search search|export ...``: the commands even where cli.py does not wire them yet."""
-    import sys
-    import traceback
-
-    from envmatrix.cli import build_parser
-    from envmatrix.errors import EnvmatrixError
-
-    parser = build_parser()
-    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    if "search" not in sub.choices:
-        add_parsers(sub)
-    args = parser.parse_args(argv)
-    try:
-        return args.func(args)
-    except EnvmatrixError as exc:
-        if args.debug:
-            traceback.print_exc()
-        print(f"envmatrix: error: {exc}", file=sys.stderr)
-        return exc.exit_code
-    except KeyboardInterrupt:
-        print("envmatrix: interrupted; rerun the same command to resume the study", file=sys.stderr)
-        return 130
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -31,7 +31,7 @@ search:
 
 
 def search_argv(*args: str) -> list[str]:
-    return [sys.executable, "-m", "envmatrix.cli_search", *args]
+    return [sys.executable, "-m", "envmatrix", *args]
 
 
 def run_search(cli, *args: str, timeout: float = 240) -> subprocess.CompletedProcess:

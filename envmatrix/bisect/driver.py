@@ -11,7 +11,7 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 
 from envmatrix.bisect.search import FAIL, PASS, SearchResult, find_culprits
 from envmatrix.bisect.signature import classify, signature
-from envmatrix.env.atoms import SET, UNSET, Atom, Setup
+from envmatrix.env.atoms import SET, Atom, Setup
 from envmatrix.planning.grid import Grid
 from envmatrix.planning.plan import ProbeSpec, plan_runs
 from envmatrix.results import ProbeResult

@@ -12,7 +12,7 @@ import shlex
 import string
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Optional
 
 from envmatrix.errors import ConfigError
 

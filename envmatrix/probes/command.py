@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import shlex
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Optional, Sequence
 
 from envmatrix.errors import ConfigError
 from envmatrix.execution.processes import ProcessOutcome
