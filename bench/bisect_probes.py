@@ -3,7 +3,16 @@
 
 Every probe counts: the baseline, verifying the failing env fails, the search,
 and the certificate probes (the repaired env passing is one of them).
+A trial is `wrong` when the culprit sets differ from the truth or the result is
+not complete (certified).
+
+The flaky section runs `find_culprits(..., repeats=3)` against an oracle that
+flips every single run with probability 0.2 (independently) and reports the
+share of runs that name exactly the right culprit sets, and the probes launched
+(repeats included).
+
 Usage: python bench/bisect_probes.py [--trials 200] [--sizes 8,16,24,32,64]
+       [--flaky-trials 200] [--flaky-sizes 16,24]
 """
 
 from __future__ import annotations
@@ -23,6 +32,7 @@ SCENARIOS = {
     "2 independent": lambda rng, n: [frozenset([a]) for a in rng.sample(range(n), 2)],
 }
 TARGETS_N24 = {"1 culprit": 8.5, "2-atom interaction": 12.5, "3-atom interaction": 17.0, "2 independent": 14.5}
+FLAKY_SCENARIOS = ("1 culprit", "2-atom interaction")
 
 
 def oracle_for(truth, flip=0.0, rng=None):
@@ -35,6 +45,10 @@ def oracle_for(truth, flip=0.0, rng=None):
     return oracle
 
 
+def same(culprits, truth) -> bool:
+    return sorted(map(sorted, culprits)) == sorted(map(sorted, truth))
+
+
 def measure(n: int, scenario: str, trials: int, seed: int = 0) -> tuple[float, float, int]:
     rng = random.Random(seed * 1000 + n)
     counts, wrong = [], 0
@@ -42,8 +56,20 @@ def measure(n: int, scenario: str, trials: int, seed: int = 0) -> tuple[float, f
         truth = SCENARIOS[scenario](rng, n)
         result = find_culprits(n, oracle_for(truth), seed=t)
         counts.append(result.probes)
-        wrong += sorted(map(sorted, result.culprits)) != sorted(map(sorted, truth)) or not result.complete
+        wrong += not same(result.culprits, truth) or not result.complete
     return statistics.fmean(counts), max(counts), wrong
+
+
+def measure_flaky(n: int, scenario: str, trials: int, flip: float = 0.2, repeats: int = 3, seed: int = 0):
+    rng = random.Random(seed * 1000 + n + 7)
+    counts, right, complete = [], 0, 0
+    for t in range(trials):
+        truth = SCENARIOS[scenario](rng, n)
+        result = find_culprits(n, oracle_for(truth, flip, random.Random(10_000 * (seed + 1) + t)), repeats=repeats, seed=t)
+        counts.append(result.probes)
+        right += same(result.culprits, truth)
+        complete += same(result.culprits, truth) and result.complete
+    return right / trials, complete / trials, statistics.fmean(counts), max(counts)
 
 
 def main() -> int:
@@ -51,15 +77,29 @@ def main() -> int:
     ap.add_argument("--trials", type=int, default=200)
     ap.add_argument("--sizes", default="8,16,24,32,64")
     ap.add_argument("--scenarios", default=",".join(SCENARIOS))
+    ap.add_argument("--flaky-trials", type=int, default=200)
+    ap.add_argument("--flaky-sizes", default="16,24")
     args = ap.parse_args()
-    print("| n | scenario | mean probes | max | wrong | target (n=24) | seconds |")
-    print("| --- | --- | --- | --- | --- | --- | --- |")
-    for n in map(int, args.sizes.split(",")):
-        for scenario in args.scenarios.split(","):
-            t0 = time.time()
-            mean, worst, wrong = measure(n, scenario, args.trials)
-            target = TARGETS_N24[scenario] if n == 24 else ""
-            print(f"| {n} | {scenario} | {mean:.2f} | {worst} | {wrong} | {target} | {time.time() - t0:.1f} |", flush=True)
+    if args.trials > 0:
+        print("| n | scenario | mean probes | max | wrong | target (n=24) | seconds |")
+        print("| --- | --- | --- | --- | --- | --- | --- |")
+        for n in map(int, args.sizes.split(",")):
+            for scenario in args.scenarios.split(","):
+                t0 = time.time()
+                mean, worst, wrong = measure(n, scenario, args.trials)
+                target = TARGETS_N24[scenario] if n == 24 else ""
+                print(f"| {n} | {scenario} | {mean:.2f} | {worst} | {wrong} | {target} | {time.time() - t0:.1f} |", flush=True)
+    if args.flaky_trials > 0 and args.flaky_sizes:
+        print()
+        print("Flaky: repeats=3, each run flipped with probability 0.2")
+        print()
+        print("| n | scenario | right culprits | right and complete | mean probes | max | seconds |")
+        print("| --- | --- | --- | --- | --- | --- | --- |")
+        for n in map(int, args.flaky_sizes.split(",")):
+            for scenario in FLAKY_SCENARIOS:
+                t0 = time.time()
+                acc, acc_complete, mean, worst = measure_flaky(n, scenario, args.flaky_trials)
+                print(f"| {n} | {scenario} | {acc:.3f} | {acc_complete:.3f} | {mean:.1f} | {worst} | {time.time() - t0:.1f} |", flush=True)
     return 0
 
 
