@@ -87,3 +87,33 @@ def print_bench(console: Any, result: Any, run_dir: str) -> int:
     console.print(f"report: {path}")
     wrong = sum(int(m.get("wrong") or 0) for m in result.metrics)
     return 0 if result.passed and not wrong else 1
+
+
+def print_backends(console: Any, results: list, run_dir: str) -> None:
+    """Seed 000's comparison: the same collective and size on each backend (time and busbw)."""
+    from rich.table import Table
+
+    from envmatrix.bench.sizes import format_size
+    from envmatrix.reporting.bench_tables import markdown_table
+
+    cells = {(r.backend, m["collective"], m["size_bytes"]): m for r in results for m in r.metrics}
+    keys = sorted({(c, s) for _, c, s in cells})
+    header = ["collective", "size"] + [f"{r.backend} {what}" for r in results for what in ("time (us)", "busbw (GB/s)")]
+    rows = []
+    for collective, size in keys:
+        row = [collective, format_size(size)]
+        for r in results:
+            m = cells.get((r.backend, collective, size))
+            bw = None if m is None else (m.get("busbw_gbps") if m.get("busbw_gbps") is not None else m.get("algbw_gbps"))
+            row += ["-" if m is None else f"{m['time_us']:.1f}", "-" if bw is None else f"{bw:.2f}"]
+        rows.append(tuple(row))
+    table = Table(title="backends side by side")
+    for col in header:
+        table.add_column(col, justify="right")
+    for row in rows:
+        table.add_row(*row)
+    console.print(table)
+    path = os.path.join(run_dir, "bench_backends.md")
+    with open(path, "w") as fh:
+        fh.write("# Backends side by side\n\n" + markdown_table(header, rows) + "\n")
+    console.print(f"report: {path}")

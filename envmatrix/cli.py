@@ -66,6 +66,7 @@ def _bench_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--timing", choices=("batched", "blocking"), default="batched",
                    help="batched: mean over back-to-back async launches like nccl-tests (default); blocking: call by call")
     p.add_argument("--timeout", type=float, default=600.0, help="probe timeout in seconds (default 600)")
+    p.add_argument("--backends", metavar="LIST", help="e.g. gloo,nccl: the same bench on each backend, side by side (seed 000)")
     p.add_argument("--out", metavar="DIR", help="run directory (default: reports/runs/bench)")
     p.add_argument("--allow-unknown-vars", action="store_true", help="let site-specific variables through")
     p.add_argument("--rerun", action="store_true", help="measure again even if the store has this exact run")
@@ -149,11 +150,11 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         return 0
     run_dir = os.path.abspath(args.out or os.path.join("reports", "runs", inp.name))
     os.makedirs(run_dir, exist_ok=True)
+    host = host_facts()
+    environ = inp.probe_environment(os.environ, host)
     with open_store(f"sqlite:///{os.path.join(run_dir, 'results.sqlite')}") as store:
         listener = LiveProgress(console) if console.is_terminal else LineProgress(console)
-        _, runs, results = run_sweep(
-            inp, store, run_dir, dict(os.environ), pins, len(gpus), host_facts(), rerun=args.rerun, listener=listener
-        )
+        _, runs, results = run_sweep(inp, store, run_dir, environ, pins, len(gpus), host, rerun=args.rerun, listener=listener)
     matrix = build_matrix(runs, results)
     title = f"envmatrix sweep {inp.name} ({inp.backend}, probe {inp.probe.name})"
     paths = write_reports(run_dir, matrix, results, title)
@@ -167,19 +168,31 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 def cmd_bench(args: argparse.Namespace) -> int:
     from envmatrix.bench_cmd import prepare_bench, print_bench
 
-    console = make_console()
-    inp, gpus, pins = _prepare(args)
-    inp = prepare_bench(inp, args, len(gpus))
+    import dataclasses
+
+    from envmatrix.bench_cmd import print_backends
+    from envmatrix.config.resolve import resolve_backend
     from envmatrix.hostinfo import host_facts
     from envmatrix.store import open_store
     from envmatrix.sweep import run_sweep
 
+    console = make_console()
+    base, gpus, pins = _prepare(args)
+    backends = [b.strip() for b in (args.backends or base.backend).split(",") if b.strip()]
+    inputs = [prepare_bench(dataclasses.replace(base, backend=resolve_backend(b, len(gpus))), args, len(gpus)) for b in backends]
     run_dir = os.path.abspath(args.out or os.path.join("reports", "runs", "bench"))
     os.makedirs(run_dir, exist_ok=True)
+    results, code = [], 0
     with open_store(f"sqlite:///{os.path.join(run_dir, 'results.sqlite')}") as store:
-        listener = LineProgress(console)
-        _, _, results = run_sweep(inp, store, run_dir, dict(os.environ), pins, len(gpus), host_facts(), rerun=args.rerun, listener=listener)
-    return print_bench(console, results[-1], run_dir)
+        for inp in inputs:
+            host = host_facts()
+            environ = inp.probe_environment(os.environ, host)
+            _, _, done = run_sweep(inp, store, run_dir, environ, pins, len(gpus), host, rerun=args.rerun, listener=LineProgress(console))
+            results.append(done[-1])
+            code = max(code, print_bench(console, done[-1], run_dir))
+    if len(results) > 1:
+        print_backends(console, results, run_dir)
+    return code
 
 
 class LineProgress:

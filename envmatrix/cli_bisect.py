@@ -94,6 +94,7 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     from envmatrix.bisect.report import render_markdown
     from envmatrix.catalog import load_catalog
     from envmatrix.cli import _prepare, make_console
+    from envmatrix.hostinfo import host_facts
     from envmatrix.store import open_store
 
     if args.repeats < 1:
@@ -127,7 +128,7 @@ def cmd_bisect(args: argparse.Namespace) -> int:
             from envmatrix.planning.grid import check_fits
 
             check_fits([grid], inp.backend, len(gpus), int(inp.config.get("max_local_ranks", 16)))
-            ctx = ProbeContext(grid, probe, inp.backend, inp.launcher_key, run_dir, dict(os.environ), pins, len(gpus), store, f"bisect-{name}-{grid.label}", args.rerun, inp.make_launcher())
+            ctx = ProbeContext(grid, probe, inp.backend, inp.launcher_key, run_dir, inp.probe_environment(os.environ, host_facts()), pins, len(gpus), store, f"bisect-{name}-{grid.label}", args.rerun, inp.make_launcher())
 
             def show(label: str, result: Any, _name: str = name) -> None:
                 mark = "pass" if result.passed else f"{result.outcome}: {(result.root_cause or {}).get('line') or ''}"[:160]

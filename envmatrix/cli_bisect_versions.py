@@ -13,6 +13,7 @@ def run_version_bisect(args: Any, inp: Any, gpus: list, pins: dict, probe: Any, 
     from envmatrix.bisect.driver import ProbeContext, run_env
     from envmatrix.bisect.versions import bisect_versions, parse_versions_file, version_atoms
     from envmatrix.planning.grid import parse_grid
+    from envmatrix.hostinfo import host_facts
     from envmatrix.store import open_store
 
     if args.versions_file:
@@ -29,7 +30,7 @@ def run_version_bisect(args: Any, inp: Any, gpus: list, pins: dict, probe: Any, 
     grid = parse_grid(args.grid, "--grid") if args.grid else inp.grids[0]
     os.makedirs(run_dir, exist_ok=True)
     with open_store(f"sqlite:///{os.path.join(run_dir, 'results.sqlite')}") as store:
-        ctx = ProbeContext(grid, probe, inp.backend, inp.launcher_key, run_dir, dict(os.environ), pins, len(gpus), store, f"bisect-versions-{grid.label}", args.rerun, inp.make_launcher())
+        ctx = ProbeContext(grid, probe, inp.backend, inp.launcher_key, run_dir, inp.probe_environment(os.environ, host_facts()), pins, len(gpus), store, f"bisect-versions-{grid.label}", args.rerun, inp.make_launcher())
 
         def test(version: str) -> str:
             result, _ = run_env(ctx, f"version-{os.path.basename(version.rstrip('/'))}", list(version_atoms(version, args.version_mode)))

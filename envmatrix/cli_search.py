@@ -127,8 +127,9 @@ def cmd_search(args: argparse.Namespace) -> int:
     aborted = None
     with open_store(f"sqlite:///{os.path.join(run_dir, 'results.sqlite')}") as store:
         store.open_sweep(sweep_id, {"config": inp.config, "conf_file": str(inp.conf_file), "study": settings.study_name})
+        host = host_facts()
         evaluator = ProbeEvaluator(inp.grids, inp.probe, inp.backend, inp.launcher, objectives, store, run_dir, sweep_id,
-                                   dict(os.environ), ctx["pins"], len(ctx["gpus"]), host_facts())
+                                   inp.probe_environment(os.environ, host), ctx["pins"], len(ctx["gpus"]), host)
         if settings.baseline and BASELINE_ATTR not in study.user_attrs:
             from envmatrix.env.atoms import Setup
 

@@ -64,3 +64,9 @@ probe:
     assert "## busbw on 1x2" in md and "| busbw (GB/s) | (a) | (b) |" in md
     data = json.loads((tmp_path / "o" / "results.json").read_text())
     assert all(len(r["metrics"]) == 4 for r in data["results"])
+
+
+def test_backends_side_by_side_refuses_nccl_without_gpus(cli, tmp_path):
+    done = cli.run("bench", "--backends", "gloo,nccl", "--grid", "1x2", "--out", str(tmp_path / "o"))
+    assert done.returncode == 2 and "nccl needs GPUs" in done.stderr
+    assert not (tmp_path / "o").exists()

@@ -31,14 +31,27 @@ class SweepInput:
     config: dict[str, Any]
     launcher_opts: dict[str, Any] = dataclasses.field(default_factory=dict)
     hosts: tuple[str, ...] = ()
+    hermetic: bool = False
+
+    def probe_environment(self, environ: Mapping[str, str], host: dict[str, Any]) -> dict[str, str]:
+        """The env every rank inherits; hermetic runs record what they neutralised in ``host``."""
+        if not self.hermetic:
+            return dict(environ)
+        from envmatrix.catalog import load_catalog
+        from envmatrix.env.hermetic import hermetic_environment
+
+        env, facts = hermetic_environment(environ, host.get("nccl_conf_files") or [], load_catalog())
+        host["hermetic"] = facts
+        return env
 
     @property
     def launcher_key(self) -> str:
         """The launcher's identity in run keys: its name, plus a digest of its options and hosts."""
+        key = self.launcher + ("+hermetic" if self.hermetic else "")
         if not self.launcher_opts and not self.hosts:
-            return self.launcher
+            return key
         canon = json.dumps({"opts": self.launcher_opts, "hosts": list(self.hosts)}, sort_keys=True)
-        return f"{self.launcher}+{hashlib.sha256(canon.encode()).hexdigest()[:8]}"
+        return f"{key}+{hashlib.sha256(canon.encode()).hexdigest()[:8]}"
 
     def make_launcher(self) -> Any:
         from envmatrix.launchers import configure_launcher
@@ -122,4 +135,5 @@ def resolve(
         config=data,
         launcher_opts=launcher_opts,
         hosts=tuple(data.get("hosts") or ()),
+        hermetic=bool(data.get("hermetic")),
     )
