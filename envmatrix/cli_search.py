@@ -128,8 +128,9 @@ def cmd_search(args: argparse.Namespace) -> int:
     with open_store(f"sqlite:///{os.path.join(run_dir, 'results.sqlite')}") as store:
         store.open_sweep(sweep_id, {"config": inp.config, "conf_file": str(inp.conf_file), "study": settings.study_name})
         host = host_facts()
-        evaluator = ProbeEvaluator(inp.grids, inp.probe, inp.backend, inp.launcher, objectives, store, run_dir, sweep_id,
-                                   inp.probe_environment(os.environ, host), ctx["pins"], len(ctx["gpus"]), host)
+        evaluator = ProbeEvaluator(inp.grids, inp.probe, inp.backend, inp.launcher_key, objectives, store, run_dir, sweep_id,
+                                   inp.probe_environment(os.environ, host), ctx["pins"], len(ctx["gpus"]), host,
+                                   inp.make_launcher())
         if settings.baseline and BASELINE_ATTR not in study.user_attrs:
             from envmatrix.env.atoms import Setup
 

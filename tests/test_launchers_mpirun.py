@@ -85,3 +85,22 @@ def test_cli_sweep_not_exported_variable_is_an_env_mismatch(cli, tmp_path):
     assert result["root_cause"]["line"] == "NCCL_ALGO missing on ranks 0-3"
     assert "env_mismatch" in (tmp_path / "o" / "matrix.md").read_text()
     assert_no_processes(cli.marker)
+
+
+@pytest.mark.slow
+@needs_mpirun
+def test_search_trials_go_through_the_configured_launcher(cli, tmp_path):
+    """search uses launcher_opts like sweep does: a variable mpirun may not forward fails the trial."""
+    import optuna
+
+    from search_helpers import fake_conf, run_search
+
+    conf = fake_conf(tmp_path / "s.yaml", forbid=False, extra="launcher: mpirun\nlauncher_opts: {mpirun: {no_export: [NCCL_ALGO]}}\n")
+    conf.write_text(conf.read_text().replace("trials: 12", "trials: 1").replace("NCCL_ALGO: [Ring, Tree]", "NCCL_ALGO: [Ring]"))
+    done = run_search(cli, "search", f"conf={conf}", "search.baseline=false", "search.max_failure_rate=1.0", "--out", str(tmp_path / "o"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    study = optuna.load_study(study_name="fake", storage=f"sqlite:///{tmp_path / 'o' / 'study.sqlite'}")
+    (trial,) = [t for t in study.trials if t.state.name != "PRUNED"]
+    assert trial.state.name == "FAIL"
+    assert trial.user_attrs["failure_class"] == "env_mismatch"
+    assert trial.user_attrs["root_cause"] == "1x1: NCCL_ALGO missing on rank 0"

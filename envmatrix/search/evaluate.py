@@ -27,7 +27,7 @@ class ProbeEvaluator:
     grids: Sequence[Grid]
     probe_spec: ProbeSpec
     backend: str
-    launcher_name: str
+    launcher_key: str  # the launcher's identity in run keys (SweepInput.launcher_key)
     objectives: Sequence[Objective]
     store: Any
     run_dir: str
@@ -36,12 +36,11 @@ class ProbeEvaluator:
     pins: Mapping[str, str]
     gpus: int
     host: dict
+    launcher: Any  # a configured Launcher (SweepInput.make_launcher): options, hosts, allocation checks
 
     def __post_init__(self) -> None:
-        from envmatrix.launchers import get_launcher
         from envmatrix.probes import get_probe
 
-        self.launcher = get_launcher(self.launcher_name)
         self.probe = get_probe(self.probe_spec.name)
 
     def measure(self, label: str, setup: Setup) -> EvalOutcome:
@@ -49,8 +48,8 @@ class ProbeEvaluator:
 
         refs, metrics, compact = [], {}, {}
         for grid in self.grids:
-            run = Run(run_key(setup, grid, self.probe_spec, self.backend, self.launcher_name), setup, grid,
-                      self.probe_spec, self.backend, self.launcher_name)
+            run = Run(run_key(setup, grid, self.probe_spec, self.backend, self.launcher_key), setup, grid,
+                      self.probe_spec, self.backend, self.launcher_key)
             stamp = f"{time.strftime('%Y%m%dT%H%M%S')}-{time.time_ns() % 10**9:09d}"
             workdir = os.path.join(self.run_dir, "logs", f"{label}_{grid.label}_{run.key}", stamp)
             result = execute(run, self.launcher, self.probe, workdir, self.inherited_env, self.pins, self.gpus)
