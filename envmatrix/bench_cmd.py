@@ -57,28 +57,27 @@ def prepare_bench(inp: SweepInput, args: Any, gpus: int) -> SweepInput:
     return dataclasses.replace(inp, name="bench", grids=(grid,), setups=(setup,), probe=probe)
 
 
-def print_bench(console: Any, result: Any, run_dir: str) -> int:
+def right_aligned_table(title: str, header: Any, rows: Any) -> Any:
     from rich.table import Table
+
+    table = Table(title=title)
+    for col in header:
+        table.add_column(col, justify="right")
+    for row in rows:
+        table.add_row(*row)
+    return table
+
+
+def print_bench(console: Any, result: Any, run_dir: str) -> int:
     from rich.text import Text
 
     from envmatrix.reporting.bench_tables import NCCL_TESTS_COLUMNS, bench_markdown, busbw_by_size, nccl_tests_rows
 
     title = f"envmatrix bench ({result.setup_name}) on {result.grid}, {result.backend}"
     for collective in dict.fromkeys(m["collective"] for m in result.metrics):
-        table = Table(title=f"{collective} (out-of-place)")
-        for col in NCCL_TESTS_COLUMNS:
-            table.add_column(col, justify="right")
-        for row in nccl_tests_rows(result.metrics, collective):
-            table.add_row(*row)
-        console.print(table)
+        console.print(right_aligned_table(f"{collective} (out-of-place)", NCCL_TESTS_COLUMNS, nccl_tests_rows(result.metrics, collective)))
     if result.metrics:
-        header, rows = busbw_by_size(result.metrics)
-        table = Table(title="busbw (GB/s) vs size")
-        for col in header:
-            table.add_column(col, justify="right")
-        for row in rows:
-            table.add_row(*row)
-        console.print(table)
+        console.print(right_aligned_table("busbw (GB/s) vs size", *busbw_by_size(result.metrics)))
     if not result.passed:
         console.print(Text(f"{result.outcome}: {result.root_cause.get('line')}", style="bold red"))
     path = os.path.join(run_dir, f"bench_{result.run_key}.md")
@@ -91,10 +90,8 @@ def print_bench(console: Any, result: Any, run_dir: str) -> int:
 
 def print_backends(console: Any, results: list, run_dir: str) -> None:
     """Seed 000's comparison: the same collective and size on each backend (time and busbw)."""
-    from rich.table import Table
-
     from envmatrix.bench.sizes import format_size
-    from envmatrix.reporting.bench_tables import markdown_table
+    from envmatrix.reporting.bench_tables import headline_bw, markdown_table
 
     cells = {(r.backend, m["collective"], m["size_bytes"]): m for r in results for m in r.metrics}
     keys = sorted({(c, s) for _, c, s in cells})
@@ -104,15 +101,10 @@ def print_backends(console: Any, results: list, run_dir: str) -> None:
         row = [collective, format_size(size)]
         for r in results:
             m = cells.get((r.backend, collective, size))
-            bw = None if m is None else (m.get("busbw_gbps") if m.get("busbw_gbps") is not None else m.get("algbw_gbps"))
+            bw = None if m is None else headline_bw(m)
             row += ["-" if m is None else f"{m['time_us']:.1f}", "-" if bw is None else f"{bw:.2f}"]
         rows.append(tuple(row))
-    table = Table(title="backends side by side")
-    for col in header:
-        table.add_column(col, justify="right")
-    for row in rows:
-        table.add_row(*row)
-    console.print(table)
+    console.print(right_aligned_table("backends side by side", header, rows))
     path = os.path.join(run_dir, "bench_backends.md")
     with open(path, "w") as fh:
         fh.write("# Backends side by side\n\n" + markdown_table(header, rows) + "\n")

@@ -14,6 +14,11 @@ def _f(value: Optional[float], digits: int = 2) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
 
+def headline_bw(m: dict[str, Any]) -> Optional[float]:
+    """busbw, or algbw for patterns without a bus-bandwidth factor (ps_central, ps_sharded)."""
+    return m.get("busbw_gbps") if m.get("busbw_gbps") is not None else m.get("algbw_gbps")
+
+
 def nccl_tests_rows(metrics: Sequence[dict[str, Any]], collective: str) -> list[tuple[str, ...]]:
     rows = [m for m in metrics if m["collective"] == collective]
     return [
@@ -43,7 +48,7 @@ def busbw_by_size(metrics: Sequence[dict[str, Any]]) -> tuple[list[str], list[tu
         values = []
         for c in collectives:
             m = cell.get((c, size))
-            values.append("-" if m is None else _f(m["busbw_gbps"] if m.get("busbw_gbps") is not None else m["algbw_gbps"]))
+            values.append("-" if m is None else _f(headline_bw(m)))
         rows.append((format_size(size), *values))
     return ["size", *collectives], rows
 
@@ -61,7 +66,7 @@ def busbw_by_setup(results: Sequence[ProbeResult], grid: str, size: Optional[int
             if size is not None:
                 ms = [m for m in ms if m["size_bytes"] == size]
             best = max(ms, key=lambda m: m["size_bytes"], default=None)
-            values.append("-" if best is None else _f(best.get("busbw_gbps") if best.get("busbw_gbps") is not None else best["algbw_gbps"]))
+            values.append("-" if best is None else _f(headline_bw(best)))
         rows.append((c, *values))
     return ["busbw (GB/s)", *[f"({s})" for s in setups]], rows
 
