@@ -52,7 +52,20 @@ def load_search(conf: Path) -> tuple[SearchSpace, Any, list[str]]:
 
 
 def table_from_store(store: Path, space: SearchSpace, objectives: Any) -> dict[tuple, list[float]]:
-    """Row (value indices) -> objective values, from the newest passed result per (setup, grid)."""
+    """Row (value indices) -> objective values, from the newest passed result per (setup, grid).
+
+    ``store`` may be gzipped (the recorded box runs are committed as results.sqlite.gz).
+    """
+    if store.suffix == ".gz":
+        import gzip
+        import shutil
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as tmp:
+            plain = Path(tmp) / store.stem
+            with gzip.open(store, "rb") as src, open(plain, "wb") as dst:
+                shutil.copyfileobj(src, dst)
+            return table_from_store(plain, space, objectives)
     from envmatrix.store import open_store
 
     by_setup: dict[tuple, dict[str, list]] = {}
@@ -91,6 +104,13 @@ def demo_table() -> tuple[SearchSpace, Any, dict[tuple, list[float]]]:
         rows = [{"collective": "allreduce", "size_bytes": s, "busbw_gbps": fake.busbw(env, s)} for s in fake.SIZES]
         table[row] = [evaluate(objectives[0], {"1x1": rows})]
     return space, objectives, table
+
+
+def near_best(table: dict, objectives: Any, target: float) -> int:
+    sign = 1.0 if objectives[0].direction == "maximize" else -1.0
+    best = max(sign * v[0] for v in table.values())
+    goal = best * target if sign > 0 else best / target
+    return sum(1 for v in table.values() if sign * v[0] >= goal)
 
 
 def replay(space: SearchSpace, objectives: Any, table: dict, sampler: str, seed: int, target: float) -> tuple[Optional[int], Optional[int]]:
@@ -151,7 +171,10 @@ def main(argv: Optional[list[str]] = None) -> int:
     lines = [f"# search efficiency: trials to reach >= {args.target:.0%} of the exhaustive best", "",
              f"- {source}", f"- space: {' x '.join(f'{v} ({len(space.choices(v))})' for v in space.vars)} = {space.size}, "
              f"{allowed} allowed, {len(table)} in the table; exhaustive best {objectives[0].name} = "
-             f"{max(v[0] for v in table.values()):.4g}", f"- seeds 0..{args.seeds - 1}; median over seeds", "",
+             f"{max(v[0] for v in table.values()):.4g}",
+             f"- configurations within {args.target:.0%} of that best: {near_best(table, objectives, args.target)} of {len(table)} "
+             "(how easy the space is: a uniformly random probe hits one with that probability)",
+             f"- seeds 0..{args.seeds - 1}; median over seeds", "",
              "| sampler | probes per seed | median probes | median / exhaustive | trials per seed |", "|---|---|---|---|---|"]
     for sampler in args.samplers.split(","):
         res = [replay(space, objectives, table, sampler, seed, args.target) for seed in range(args.seeds)]

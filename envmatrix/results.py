@@ -82,6 +82,8 @@ class ProbeResult:
     metrics: list[dict[str, Any]] = field(default_factory=list)  # bench rows (per size)
     intended_env: dict[str, str] = field(default_factory=dict)  # setup env as applied
     nccl: dict[str, Any] = field(default_factory=dict)  # parsed NCCL log: version, transports, plugin, warnings
+    # argv of every process the launcher started (mpirun/srun: one; local: one per rank), so a cell can be re-run by hand
+    argv: list[list[str]] = field(default_factory=list)
     sweep_id: Optional[str] = None
 
     @property

@@ -1,6 +1,7 @@
 """OpenMPI mpirun: golden argv, and real mpirun (Debian's openmpi-bin) for delivery, timeout, exit codes."""
 
 import json
+import os
 import shutil
 import sys
 
@@ -71,6 +72,10 @@ def test_cli_sweep_with_real_mpirun_gloo(cli, tmp_path):
     two = next(r for r in data["results"] if r["grid"] == "2x2")
     assert {r["env"]["NCCL_HOSTID"] for r in two["ranks"]} == {"envmatrix-node0", "envmatrix-node1"}
     assert all(r["env"]["NCCL_ALGO"] == "Tree" and r["checks"] for r in two["ranks"])
+    # the exact launch is recorded with the result: one mpirun for all 4 ranks, the setup's variable passed with -x
+    (argv,) = two["argv"]
+    assert os.path.basename(argv[0]) == "mpirun" and argv[argv.index("-np") + 1] == "4"
+    assert argv[argv.index("NCCL_ALGO=Tree") - 1] == "-x"
     assert_no_processes(cli.marker)
 
 

@@ -42,3 +42,33 @@ def test_peer_store_error_is_not_the_root_cause():
     assert "retrieving ncclUniqueId" in ranks[1].error
     _, cause = verdict(ranks)
     assert cause["rank"] == 0
+
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize("grid, allowed", [("1x4", 48), ("2x2", 36)])
+def test_recorded_exhaustive_search_stores_still_load(grid, allowed, monkeypatch):
+    """The committed box stores (bench/results/h200_search) are read by today's store and search code:
+    every allowed config has a passed result, each recorded with the NCCL really loaded and NVLS off on every rank."""
+    import gzip
+    import sqlite3
+    import sys
+
+    monkeypatch.syspath_prepend(str(REPO / "bench"))
+    import search_efficiency
+
+    store = REPO / "bench" / "results" / "h200_search" / f"exhaustive_{grid}.sqlite.gz"
+    space, objectives, grids = search_efficiency.load_search(REPO / "conf" / f"search_h200_{grid}.yaml")
+    table = search_efficiency.table_from_store(store, space, objectives)
+    assert grids == [grid] and len(space.allowed_rows()) == allowed and len(table) == allowed
+    assert all(v[0] > 0 for v in table.values())
+    with gzip.open(store, "rb") as fh:
+        raw = fh.read()
+    conn = sqlite3.connect(":memory:")
+    conn.deserialize(raw)
+    for (text,) in conn.execute("SELECT result_json FROM results"):
+        result = json.loads(text)
+        assert result["versions"]["nccl_loaded"] == "2.28.9", result["run_key"]
+        assert all(r["env"]["NCCL_NVLS_ENABLE"] == "0" for r in result["ranks"]), result["run_key"]
+    del sys.modules["search_efficiency"]

@@ -8,7 +8,7 @@ from optuna.trial import TrialState
 
 from envmatrix.catalog import load_catalog
 from envmatrix.errors import ConfigError
-from envmatrix.search.export import setup_yaml, tuner_rows
+from envmatrix.search.export import _single, setup_yaml, tuner_rows, TUNER_ALGOS
 from envmatrix.search.objective import Objective, evaluate, MissingMetric, parse_objectives
 from envmatrix.search.space import SearchSpace, parse_search_space
 from envmatrix.search.study import (
@@ -142,3 +142,17 @@ def test_tuner_rows_pick_fastest_per_size():
         study.tell(t, bw["1048576"])
     assert tuner_rows(study) == [["allreduce", "0", "1024", "ring", "ll", "-1", "1", "2", "-1", "-1"],
                                  ["allreduce", "1025", "1048576", "ring", "simple", "-1", "1", "2", "-1", "-1"]]
+
+
+@pytest.mark.parametrize("value, function, expected", [
+    ("Ring", "allreduce", "ring"),
+    ("allreduce:tree", "allreduce", "tree"),
+    ("allreduce:tree", "allgather", None),                    # not forced for allgather: NCCL decides
+    ("ring;allreduce:tree", "allgather", "ring"),
+    ("allreduce:tree;broadcast:ring", "broadcast", "ring"),
+    ("allreduce:tree,ring", "allreduce", None),               # two allowed: not a single tuner choice
+    ("^tree", "allreduce", None),
+    (None, "allreduce", None),
+])
+def test_tuner_reads_nccl_per_function_algorithm(value, function, expected):
+    assert _single(value, TUNER_ALGOS, function) == expected

@@ -117,6 +117,7 @@ def execute(
         intended_env=intended_setup_env(run.setup),
         metrics=metrics,
         nccl=nccl,
+        argv=[list(proc.argv) for proc in plan.processes],
     )
 
 

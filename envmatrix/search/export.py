@@ -86,10 +86,23 @@ def setup_yaml(setup: Setup, name: str, comment: str = "") -> str:
     return "".join(f"# {c}\n" for c in comment.splitlines()) + body
 
 
-def _single(value: Optional[str], table: dict[str, str]) -> Optional[str]:
-    if not value or "," in value or value.startswith("^") or ":" in value:
+def _single(value: Optional[str], table: dict[str, str], function: str) -> Optional[str]:
+    """The one algorithm/protocol ``value`` forces on NCCL ``function``, or None (several, excluded or unset).
+
+    Understands NCCL 2.24+'s per-function form ``allreduce:tree;allgather:ring``: an entry
+    without ``func:`` applies to every function, a named one overrides it for that function.
+    """
+    chosen = None
+    for entry in (value or "").split(";"):
+        func, sep, items = entry.strip().rpartition(":")
+        if not sep:
+            chosen = items if chosen is None else chosen
+        elif func.strip().lower() == function:
+            chosen = items
+            break
+    if not chosen or "," in chosen or chosen.strip().startswith("^"):
         return None
-    return table.get(value.lower())
+    return table.get(chosen.strip().lower())
 
 
 def _channels(env: dict[str, str]) -> str:
@@ -118,7 +131,9 @@ def tuner_rows(study: Any) -> list[list[str]]:
                           for t in trials if str(size) in (t.user_attrs["metrics"].get(grid) or {}).get(coll, {})]
                 _, _, top = max(scored, key=lambda x: (x[0], x[1]))
                 env = space.setup_of_params(top.params).assignments()
-                algo, proto = _single(env.get("NCCL_ALGO"), TUNER_ALGOS), _single(env.get("NCCL_PROTO"), TUNER_PROTOS)
+                function = TUNER_COLLECTIVES[coll]
+                algo = _single(env.get("NCCL_ALGO"), TUNER_ALGOS, function)
+                proto = _single(env.get("NCCL_PROTO"), TUNER_PROTOS, function)
                 choices.append((size, (algo, proto, _channels(env)) if algo and proto else None))
             low = 0
             for i, (size, choice) in enumerate(choices):
