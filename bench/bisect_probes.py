@@ -3,6 +3,10 @@
 
 Every probe counts: the baseline, verifying the failing env fails, the search,
 and the certificate probes (the repaired env passing is one of them).
+``--certify explain`` (default) is what `envmatrix bisect` does before repair:
+each set fails alone, is minimal, and the env without all of them passes;
+``--certify strict`` also proves that no other culprit set shares atoms with a
+found one (the checks the repair's unset probes make in a real run).
 A trial is `wrong` when the culprit sets differ from the truth or the result is
 not complete (certified).
 
@@ -23,7 +27,7 @@ import statistics
 import sys
 import time
 
-from envmatrix.bisect.search import FAIL, PASS, find_culprits
+from envmatrix.bisect.search import EXPLAIN, FAIL, PASS, STRICT, find_culprits
 
 SCENARIOS = {
     "1 culprit": lambda rng, n: [frozenset(rng.sample(range(n), 1))],
@@ -49,15 +53,49 @@ def same(culprits, truth) -> bool:
     return sorted(map(sorted, culprits)) == sorted(map(sorted, truth))
 
 
-def measure(n: int, scenario: str, trials: int, seed: int = 0) -> tuple[float, float, int]:
+def measure(n: int, scenario: str, trials: int, seed: int = 0, certify: str = EXPLAIN) -> tuple[float, float, int]:
     rng = random.Random(seed * 1000 + n)
     counts, wrong = [], 0
     for t in range(trials):
         truth = SCENARIOS[scenario](rng, n)
-        result = find_culprits(n, oracle_for(truth), seed=t)
+        result = find_culprits(n, oracle_for(truth), seed=t, certify=certify)
         counts.append(result.probes)
         wrong += not same(result.culprits, truth) or not result.complete
     return statistics.fmean(counts), max(counts), wrong
+
+
+def quickxplain_probes(n: int, truth) -> int:
+    """Distinct probes of QuickXplain (Junker 2004) with this bench's counting: baseline, the failing env,
+    QuickXplain's checks, the found set alone and the repaired env (the env without one found atom)."""
+    cache: dict[frozenset, bool] = {}
+
+    def fails(atoms) -> bool:
+        atoms = frozenset(atoms)
+        if atoms not in cache:
+            cache[atoms] = any(m <= atoms for m in truth)
+        return cache[atoms]
+
+    def qx(background: list, delta: list, candidates: list) -> list:
+        if delta and fails(background):
+            return []
+        if len(candidates) == 1:
+            return list(candidates)
+        k = len(candidates) // 2
+        first, second = candidates[:k], candidates[k:]
+        d2 = qx(background + first, first, second)
+        d1 = qx(background + d2, d2, first)
+        return d1 + d2
+
+    fails(()), fails(range(n))
+    found = qx([], [], list(range(n)))
+    fails(found)
+    fails(set(range(n)) - {found[0]})
+    return len(cache)
+
+
+def measure_quickxplain(n: int, scenario: str, trials: int, seed: int = 0) -> float:
+    rng = random.Random(seed * 1000 + n)
+    return statistics.fmean(quickxplain_probes(n, SCENARIOS[scenario](rng, n)) for _ in range(trials))
 
 
 def measure_flaky(n: int, scenario: str, trials: int, flip: float = 0.2, repeats: int = 3, seed: int = 0):
@@ -65,7 +103,8 @@ def measure_flaky(n: int, scenario: str, trials: int, flip: float = 0.2, repeats
     counts, right, complete = [], 0, 0
     for t in range(trials):
         truth = SCENARIOS[scenario](rng, n)
-        result = find_culprits(n, oracle_for(truth, flip, random.Random(10_000 * (seed + 1) + t)), repeats=repeats, seed=t)
+        # flaky probes: the driver has the search certify strictly (repair probes run once, not repeated)
+        result = find_culprits(n, oracle_for(truth, flip, random.Random(10_000 * (seed + 1) + t)), repeats=repeats, seed=t, certify=STRICT)
         counts.append(result.probes)
         right += same(result.culprits, truth)
         complete += same(result.culprits, truth) and result.complete
@@ -79,14 +118,21 @@ def main() -> int:
     ap.add_argument("--scenarios", default=",".join(SCENARIOS))
     ap.add_argument("--flaky-trials", type=int, default=200)
     ap.add_argument("--flaky-sizes", default="16,24")
+    ap.add_argument("--certify", choices=(EXPLAIN, STRICT), default=EXPLAIN)
+    ap.add_argument("--placement-seed", type=int, default=0, help="seed of the random culprit placements")
+    ap.add_argument("--quickxplain", action="store_true", help="also print QuickXplain's probe counts (reference)")
     args = ap.parse_args()
+    if args.quickxplain:
+        for n in map(int, args.sizes.split(",")):
+            row = [f"{measure_quickxplain(n, sc, max(args.trials, 1), args.placement_seed):.2f}" for sc in SCENARIOS if sc != "2 independent"]
+            print(f"QuickXplain (one set, + found set alone + repaired env), n={n}: " + " / ".join(row))
     if args.trials > 0:
         print("| n | scenario | mean probes | max | wrong | target (n=24) | seconds |")
         print("| --- | --- | --- | --- | --- | --- | --- |")
         for n in map(int, args.sizes.split(",")):
             for scenario in args.scenarios.split(","):
                 t0 = time.time()
-                mean, worst, wrong = measure(n, scenario, args.trials)
+                mean, worst, wrong = measure(n, scenario, args.trials, args.placement_seed, args.certify)
                 target = TARGETS_N24[scenario] if n == 24 else ""
                 print(f"| {n} | {scenario} | {mean:.2f} | {worst} | {wrong} | {target} | {time.time() - t0:.1f} |", flush=True)
     if args.flaky_trials > 0 and args.flaky_sizes:

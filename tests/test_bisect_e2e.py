@@ -37,6 +37,8 @@ def test_gloo_culprit_among_harmless_variables(cli, tmp_path):
     assert report["complete"] and "envmx_missing0" in report["original_failure"]["line"]
     assert len(report["atoms"]) == 9  # both LD_LIBRARY_PATH prepends are atoms of their own
     assert report["probes_launched"] <= 9 + 1  # search + certificates, then one repair probe (unset)
+    # the repair's unset probe of a single culprit is the search's own repaired-env check: no extra launch
+    assert report["search_probes"] == report["probes_launched"]
     assert [r["outcome"] for r in report["repairs"]] == ["pass"]
     assert "GLOO_SOCKET_IFNAME" not in " ".join(report["recommended_env"])
     md = (out / "bisect_env0_1x2.md").read_text()

@@ -187,3 +187,71 @@ def test_flaky_repeats_with_a_consistent_oracle_cost_k_runs_per_set():
     # a consistent oracle settles every set in exactly K runs
     counts = {a: oracle.launches.count(a) for a in set(oracle.launches)}
     assert set(counts.values()) == {3}
+
+
+# ---------------------------------------------------------------- certify levels
+
+
+@pytest.mark.parametrize("truth", [[{3, 9}], [{1, 4, 7}], [{2}, {6}], [{5}]])
+def test_explain_level_answers_in_class_truths_with_its_own_certificate(truth):
+    n = 12
+    oracle = Oracle(truth)
+    result = find_culprits(n, oracle, certify="explain", seed=1)
+    assert sorted(map(sorted, result.culprits)) == sorted(map(sorted, truth)) and result.complete
+    launched = {a: outcome(oracle.truth, a) for a in oracle.launches}
+    repaired = frozenset(range(n)) - frozenset().union(*map(frozenset, truth))
+    assert (repaired, PASS) in certificate_tests(frozenset(range(n)), result.culprits, "explain")
+    for atoms, expected in certificate_tests(frozenset(range(n)), result.culprits, "explain"):
+        assert any(
+            (o == expected == FAIL and t <= atoms) or (o == expected == PASS and atoms <= t) for t, o in launched.items()
+        ), (atoms, expected)
+
+
+def test_explain_certificate_can_hold_for_an_incomplete_answer_strict_cannot():
+    """{0,1} and {0,2} share atom 0: every explain check of the answer [{0,1}] holds (the env without 0 and 1
+    passes), while strict's "the env without 1 passes" fails -- which is why the driver runs the strict checks."""
+    n, truth = 6, [frozenset({0, 1}), frozenset({0, 2})]
+    universe = frozenset(range(n))
+    assert all(outcome(truth, a) == e for a, e in certificate_tests(universe, [frozenset({0, 1})], "explain"))
+    broken = [a for a, e in certificate_tests(universe, [frozenset({0, 1})], "strict") if outcome(truth, a) != e]
+    assert broken == [universe - {1}]
+    strict = find_culprits(n, Oracle(truth), certify="strict")
+    assert sorted(map(sorted, strict.culprits)) == [[0, 1], [0, 2]] and strict.complete
+
+
+def test_driver_completes_an_explain_answer_strictly():
+    """The bisect driver's follow-up to an explain answer that missed an overlapping set: the strict checks
+    (each culprit atom dropped from the full env), then a strict search from every outcome seen."""
+    from envmatrix.bisect.driver import _complete_strictly
+    from envmatrix.bisect.search import SearchResult
+
+    n, truth = 8, [{0, 1}, {0, 2}]
+    universe = frozenset(range(n))
+    oracle = Oracle(truth)
+    explain_checks = [a for a, _ in certificate_tests(universe, [frozenset({0, 1})], "explain")]
+    trail = [(a, oracle(a)) for a in explain_checks]
+    first = SearchResult([frozenset({0, 1})], len(trail), trail, complete=True)
+    known = {frozenset(): PASS, universe: FAIL}
+    done = _complete_strictly(n, oracle, known, first)
+    assert sorted(map(sorted, done.culprits)) == [[0, 1], [0, 2]] and done.complete
+    assert len(oracle.launches) == len(set(oracle.launches)) == done.probes  # nothing launched twice
+    assert universe - {1} in oracle.launches
+
+
+def test_driver_keeps_a_strictly_complete_explain_answer():
+    from envmatrix.bisect.driver import _complete_strictly
+
+    n, truth = 8, [{3, 5}]
+    oracle = Oracle(truth)
+    known = {frozenset(): PASS, frozenset(range(n)): FAIL}
+    first = find_culprits(n, oracle, known=dict(known), certify="explain")
+    done = _complete_strictly(n, oracle, known, first)
+    assert done.culprits == first.culprits == [frozenset({3, 5})]
+    # at most the two single-atom drops were added, and only those
+    extra = oracle.launches[first.probes:]
+    assert set(extra) <= {frozenset(range(n)) - {3}, frozenset(range(n)) - {5}}
+
+
+def test_unknown_certify_level_is_refused():
+    with pytest.raises(ValueError, match="allowed: explain, strict"):
+        find_culprits(4, Oracle([{1}]), certify="loose")

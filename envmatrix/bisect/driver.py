@@ -9,7 +9,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional, Sequence
 
-from envmatrix.bisect.search import FAIL, PASS, SearchResult, find_culprits
+from envmatrix.bisect.search import EXPLAIN, FAIL, PASS, STRICT, Probes, SearchResult, certificate_tests, find_culprits
 from envmatrix.bisect.signature import classify, signature
 from envmatrix.env.atoms import SET, Atom, Setup
 from envmatrix.planning.grid import Grid
@@ -59,6 +59,8 @@ class BisectReport:
     repairs: list[RepairRow] = field(default_factory=list)
     recommended: list[Atom] = field(default_factory=list)
     unresolved: list[list[int]] = field(default_factory=list)
+    # probes up to the search's answer: baseline, the failing env, the search and the repaired-env check
+    search_probes: Optional[int] = None
 
     def labels(self) -> dict[int, str]:
         letters = string.ascii_lowercase + string.ascii_uppercase
@@ -73,6 +75,7 @@ class BisectReport:
             "baseline": [str(a) for a in self.baseline],
             "culprits": [[str(a) for a in c] for c in self.culprits],
             "probes_launched": self.probes_launched,
+            "search_probes": self.search_probes,
             "complete": self.complete,
             "method": self.method,
             "original_failure": self.original,
@@ -152,7 +155,14 @@ def bisect_env(
     def oracle(chosen: frozenset) -> str:
         return classify(probe(chosen), state["original"])
 
-    result: SearchResult = find_culprits(n, oracle, repeats=repeats, known=known)
+    # With repair on, the search certifies "explain" (each set fails alone, is minimal, and the env without
+    # all of them passes) and the per-atom checks of "strict" come from the repair's unset probes, run first
+    # here; flaky probes or no repair: the search certifies strict itself.
+    certify = EXPLAIN if repair and repeats == 1 else STRICT
+    result: SearchResult = find_culprits(n, oracle, repeats=repeats, known=known, certify=certify)
+    search_probes = launched
+    if certify == EXPLAIN and result.complete:
+        result = _complete_strictly(n, oracle, known, result)
     report = BisectReport(
         name=name,
         grid=ctx.grid.label,
@@ -165,6 +175,7 @@ def bisect_env(
         method=result.method,
         original=_failure(full),
         unresolved=[sorted(u) for u in result.unresolved],
+        search_probes=search_probes,
     )
     if repair and report.culprits:
 
@@ -179,6 +190,17 @@ def bisect_env(
         _repair(ctx, report, catalog, probe_env)
     report.probes_launched = launched
     return report
+
+
+def _complete_strictly(n: int, oracle: Callable[[frozenset], str], known: Mapping[frozenset, str], found: SearchResult) -> SearchResult:
+    """Run the strict checks an explain-level answer lacks (each culprit atom unset in the full env: the
+    repair's first probe of it); when one still fails, search on from every outcome seen (strict)."""
+    universe = frozenset(range(n))
+    probes = Probes(n, oracle, 1, known={**known, **dict(found.trail)})
+    if all(probes.settle(atoms) == expected for atoms, expected in certificate_tests(universe, found.culprits, STRICT)):
+        return dataclasses.replace(found, trail=found.trail + probes.trail, probes=found.probes + probes.launched)
+    more = find_culprits(n, oracle, known=probes.cache, certify=STRICT)
+    return dataclasses.replace(more, trail=found.trail + probes.trail + more.trail, probes=found.probes + probes.launched + more.probes)
 
 
 def _failure(result: ProbeResult) -> dict[str, Any]:

@@ -24,12 +24,19 @@ def trail_table(report: BisectReport) -> tuple[list[str], list[str]]:
     return header, cells
 
 
+def _split(report: BisectReport) -> str:
+    if report.search_probes is None or report.search_probes == report.probes_launched:
+        return ""
+    return f" ({report.search_probes} to the answer, repaired env included; {report.probes_launched - report.search_probes} in repair)"
+
+
 def render_markdown(report: BisectReport) -> str:
     labels = report.labels()
     out = [f"# envmatrix bisect: {report.name} on {report.grid}", ""]
     out.append(
         f"Original failure: {report.original.get('outcome')}: {report.original.get('line')}  \n"
-        f"Probes launched: {report.probes_launched}; method: {report.method}; answer proven complete: {'yes' if report.complete else 'no'}"
+        f"Probes launched: {report.probes_launched}{_split(report)}; method: {report.method}; "
+        f"answer proven complete: {'yes' if report.complete else 'no'}"
     )
     out += ["", "## Atoms", "", "| atom | assignment |", "| --- | --- |"]
     out += [f"| {labels[i]} | `{a}` |" for i, a in enumerate(report.atoms)]

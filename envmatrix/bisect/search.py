@@ -8,12 +8,21 @@ the bits still needed to identify the explanation plus the certificate
 probes the explanation will still need (a probe that is a certificate of
 likely explanations is worth more than its information alone). The answer is
 never taken from the model: it is returned only with a certificate of real
-probes --
+probes, at one of two levels (``certify``):
 
-- each culprit set M fails on its own,
-- M minus any one atom passes (M is minimal),
-- for every minimal hitting set H of the found sets, the env without H passes
-  (no other culprit set exists).
+- ``explain``: each culprit set M fails on its own, M minus any one atom
+  passes (M is minimal), and the env without every found atom passes (the
+  repaired env: the found sets explain the whole failure);
+- ``strict``: in addition, for every minimal hitting set H of the found sets,
+  the env without H passes (no other culprit set exists, not even one that
+  shares atoms with a found set).
+
+``explain`` is what the issue-4 probe counts measure (like QuickXplain plus a
+repaired-env check); the bisect driver then tries each culprit atom unset in
+the full env during repair (the strict checks, which a user wants anyway: "does
+changing this one variable fix it?") and continues the search from the cache
+when one of them still fails. Without repair, or with flaky probes, the driver
+asks the search for ``strict``.
 
 When the class cannot explain what the probes showed, a model-free search
 (prefix bisection plus dualisation) takes over from the cached outcomes and
@@ -231,13 +240,20 @@ def minimal_transversals(sets: list[frozenset]) -> list[frozenset]:
     return result
 
 
-def certificate_tests(universe: frozenset, culprits: list[frozenset]) -> list[tuple[frozenset, str]]:
-    """(atom set, outcome it must have) pairs that prove ``culprits`` is the full answer."""
+STRICT, EXPLAIN = "strict", "explain"
+CERTIFY_LEVELS = (EXPLAIN, STRICT)
+
+
+def certificate_tests(universe: frozenset, culprits: list[frozenset], certify: str = STRICT) -> list[tuple[frozenset, str]]:
+    """(atom set, outcome it must have) pairs that prove ``culprits`` at the ``certify`` level."""
     needed: list[tuple[frozenset, str]] = []
     for m in culprits:
         needed.append((m, FAIL))
         needed += [(m - {x}, PASS) for x in sorted(m)]
-    needed += [(universe - h, PASS) for h in minimal_transversals(culprits)]
+    if certify == STRICT:
+        needed += [(universe - h, PASS) for h in minimal_transversals(culprits)]
+    else:
+        needed.append((universe - frozenset().union(*culprits), PASS))
     return list(dict.fromkeys(needed))
 
 
@@ -311,27 +327,28 @@ def model_free(probes: Probes, universe: frozenset, found: list[frozenset]) -> l
 
 @dataclass(frozen=True)
 class HypothesisClass:
-    singles: float = 0.4
-    pairs: float = 0.33
-    triples: float = 0.15
-    two_singles: float = 0.12
+    singles: float = 0.55
+    pairs: float = 0.25
+    triples: float = 0.10
+    two_singles: float = 0.10
     max_triple_atoms: int = 64
 
 
 def hypotheses(n: int, cls: HypothesisClass) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(first set mask, second set mask, prior weight) for every explanation in the class."""
-    m1, m2, w, _, _, _ = _table(n, cls)
+    m1, m2, w, _, _, _ = _table(n, cls, STRICT)
     return m1, m2, w
 
 
-# Certificate probes per explanation that need a probe of their own: for a set M of two or more
-# atoms, "M minus x passes" follows from "the env without y passes" for any other y in M, so only
-# M failing and the env without each atom passing are counted (a triple needs the most: 4).
-SLOTS = 4
+# Certificate probes per explanation. strict: for a set M of two or more atoms, "M minus x passes"
+# follows from "the env without y passes" for any other y in M, so M failing and the env without
+# each atom passing are the slots (a triple: 4). explain: M failing, the env without M passing and
+# M minus each atom passing (a triple: 5).
+SLOTS = 5
 
 
 @functools.lru_cache(maxsize=8)
-def _table(n: int, cls: HypothesisClass):
+def _table(n: int, cls: HypothesisClass, certify: str):
     """Explanations with their certificate probes: masks, prior, slot masks, slot expects-fail, slot used."""
     m1, m2, w = [], [], []
     bit = [1 << i for i in range(n)]
@@ -352,14 +369,18 @@ def _table(n: int, cls: HypothesisClass):
     for i, j in pairs:
         m = bit[i] | bit[j]
         if cls.pairs > 0:
-            add(m, m, cls.pairs / len(pairs), [(m, True), (full ^ bit[i], False), (full ^ bit[j], False)])
+            cert = [(full ^ bit[i], False), (full ^ bit[j], False)] if certify == STRICT else [(full ^ m, False), (bit[i], False), (bit[j], False)]
+            add(m, m, cls.pairs / len(pairs), [(m, True)] + cert)
         if cls.two_singles > 0:
             add(bit[i], bit[j], cls.two_singles / len(pairs), [(bit[i], True), (bit[j], True), (full ^ m, False)])
     if n <= cls.max_triple_atoms and cls.triples > 0:
         triples = list(itertools.combinations(range(n), 3))
         for i, j, k in triples:
             m = bit[i] | bit[j] | bit[k]
-            cert = [(m, True)] + [(full ^ bit[x], False) for x in (i, j, k)]
+            if certify == STRICT:
+                cert = [(m, True)] + [(full ^ bit[x], False) for x in (i, j, k)]
+            else:
+                cert = [(m, True), (full ^ m, False)] + [(m ^ bit[x], False) for x in (i, j, k)]
             add(m, m, cls.triples / len(triples), cert)
     sl = np.array(slots, dtype=np.uint64)
     sf = np.array(sfail, dtype=bool)
@@ -388,10 +409,10 @@ def _h2(p: np.ndarray) -> np.ndarray:
 class Model:
     """Posterior over the class plus, per explanation, which of its certificate probes are already established."""
 
-    def __init__(self, n: int, cls: HypothesisClass, flip: float) -> None:
+    def __init__(self, n: int, cls: HypothesisClass, flip: float, certify: str = STRICT) -> None:
         self.n = n
         self.full = (1 << n) - 1
-        self.m1, self.m2, w0, self.slot, self.sfail, used = _table(n, cls)
+        self.m1, self.m2, w0, self.slot, self.sfail, used = _table(n, cls, certify)
         self.logw = np.log(w0)
         self.flip = flip
         self.open = used & ~((self.slot == 0) & ~self.sfail)  # the empty set passing is the baseline
@@ -599,6 +620,7 @@ def find_culprits(
     budget: int = 400,
     noise: Optional[float] = None,
     confidence: float = 0.9,
+    certify: str = STRICT,
 ) -> SearchResult:
     """All minimal failing subsets of atoms 0..n-1, assuming the empty set passes and the full set fails.
 
@@ -606,14 +628,17 @@ def find_culprits(
     store); the baseline and the full set are probed here otherwise.
     ``noise``: the flip rate the posterior assumes per vote when ``repeats`` > 1
     (default 0.2); ``confidence``: the posterior an explanation needs before its
-    certificates are confirmed (flaky mode).
+    certificates are confirmed (flaky mode); ``certify``: ``strict`` or ``explain``
+    (see the module docstring).
     """
+    if certify not in CERTIFY_LEVELS:
+        raise ValueError(f"certify: {certify!r} not allowed; allowed: {', '.join(CERTIFY_LEVELS)}")
     universe = frozenset(range(n))
     probes = Probes(n, oracle, repeats, known, budget)
     flaky = probes.repeats > 1
     flip = (0.2 if noise is None else noise) if flaky else 0.0
     rng = random.Random(seed)
-    model = Model(n, cls, flip)
+    model = Model(n, cls, flip, certify)
 
     def record(atoms: frozenset, outcome: str) -> None:
         if flaky:
@@ -646,14 +671,14 @@ def find_culprits(
         while model.alive and n > 1:
             i = model.map_index()
             sets = model.sets(i)
-            certs = certificate_tests(universe, sets)
+            certs = certificate_tests(universe, sets, certify)
             if not flaky:
                 if all(probes.certified(a, o) for a, o in certs):
-                    return _finish(probes, universe, sets, method)
+                    return _finish(probes, universe, certify, sets, method)
                 # a certificate that can never be established: report the best explanation, incomplete
                 stuck = [a for a, o in certs if not probes.certified(a, o) and probes.cache.get(a) == UNRESOLVED]
                 if stuck and model.map_weight() > 0.999:
-                    return _finish(probes, universe, sets, method)
+                    return _finish(probes, universe, certify, sets, method)
             elif model.map_weight() >= confidence:
                 ok = True
                 for atoms, expected in certs:
@@ -664,10 +689,10 @@ def find_culprits(
                         ok = False
                         break
                 if ok:
-                    return _finish(probes, universe, sets, method)
+                    return _finish(probes, universe, certify, sets, method)
                 rejections += 1
                 if outcome is None and model.map_index() == i and model.map_weight() >= confidence:
-                    return _finish(probes, universe, sets, method)  # cannot be certified: incomplete
+                    return _finish(probes, universe, certify, sets, method)  # cannot be certified: incomplete
                 if rejections >= CERT_REJECTIONS:
                     break
                 continue
@@ -683,13 +708,13 @@ def find_culprits(
         method = "model-free"
         found = proven_sets(probes, universe, [s for a, o in probes.cache.items() if o == FAIL for s in [a]] + model.map_sets())
         culprits = model_free(probes, universe, found)
-        return _finish(probes, universe, culprits, method)
+        return _finish(probes, universe, certify, culprits, method)
     except BudgetExhausted:
         best = culprits or (model.map_sets() if model.alive else [])
-        return _finish(probes, universe, best, "budget")
+        return _finish(probes, universe, certify, best, "budget")
 
 
-def _finish(probes: Probes, universe: frozenset, culprits: list[frozenset], method: str) -> SearchResult:
+def _finish(probes: Probes, universe: frozenset, certify: str, culprits: list[frozenset], method: str) -> SearchResult:
     unresolved = [a for a, o in probes.cache.items() if o == UNRESOLVED]
-    complete = bool(culprits) and all(probes.certified(a, expected) for a, expected in certificate_tests(universe, culprits))
+    complete = bool(culprits) and all(probes.certified(a, expected) for a, expected in certificate_tests(universe, culprits, certify))
     return SearchResult(sorted(culprits, key=sorted), probes.launched, probes.trail, complete, unresolved, method)
