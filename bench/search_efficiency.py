@@ -106,10 +106,15 @@ def demo_table() -> tuple[SearchSpace, Any, dict[tuple, list[float]]]:
     return space, objectives, table
 
 
-def near_best(table: dict, objectives: Any, target: float) -> int:
+def goal_of(table: dict, objectives: Any, target: float) -> tuple[float, float]:
+    """(sign, goal): a value v reaches the target when sign * v >= goal."""
     sign = 1.0 if objectives[0].direction == "maximize" else -1.0
     best = max(sign * v[0] for v in table.values())
-    goal = best * target if sign > 0 else best / target
+    return sign, (best * target if sign > 0 else best / target)
+
+
+def near_best(table: dict, objectives: Any, target: float) -> int:
+    sign, goal = goal_of(table, objectives, target)
     return sum(1 for v in table.values() if sign * v[0] >= goal)
 
 
@@ -117,9 +122,7 @@ def replay(space: SearchSpace, objectives: Any, table: dict, sampler: str, seed:
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    sign = 1.0 if objectives[0].direction == "maximize" else -1.0
-    best = max(sign * v[0] for v in table.values())
-    goal = best * target if sign > 0 else best / target
+    sign, goal = goal_of(table, objectives, target)
     probes = 0
 
     def lookup(number: int, setup: Any) -> EvalOutcome:
