@@ -121,6 +121,18 @@ def _lex_value(s: str, i: int) -> tuple[list[_Token], int]:
             toks.append(("lit", "".join(buf)))
             buf.clear()
 
+    def expansion(i: int) -> int:
+        """``$...`` (a reference or a literal ``$``) or a refused backtick at ``s[i]``, inside or outside double quotes."""
+        if s[i] == "`":
+            raise _Reject("command substitution with backticks is not supported")
+        tok, i = _read_ref(s, i)
+        if tok[0] == "ref":
+            flush()
+            toks.append(tok)
+        else:
+            buf.append(tok[1])
+        return i
+
     word_start = i
     n = len(s)
     while i < n:
@@ -150,15 +162,8 @@ def _lex_value(s: str, i: int) -> tuple[list[_Token], int]:
                     else:
                         buf.append("\\")
                         i += 1
-                elif d == "`":
-                    raise _Reject("command substitution with backticks is not supported")
-                elif d == "$":
-                    tok, i = _read_ref(s, i)
-                    if tok[0] == "ref":
-                        flush()
-                        toks.append(tok)
-                    else:
-                        buf.append(tok[1])
+                elif d in "$`":
+                    i = expansion(i)
                 else:
                     buf.append(d)
                     i += 1
@@ -167,15 +172,8 @@ def _lex_value(s: str, i: int) -> tuple[list[_Token], int]:
                 raise _Reject(_CONTINUATION)
             buf.append(s[i + 1])
             i += 2
-        elif c == "`":
-            raise _Reject("command substitution with backticks is not supported")
-        elif c == "$":
-            tok, i = _read_ref(s, i)
-            if tok[0] == "ref":
-                flush()
-                toks.append(tok)
-            else:
-                buf.append(tok[1])
+        elif c in "$`":
+            i = expansion(i)
         elif c in _OPERATORS:
             raise _Reject(f"{_OPERATORS[c]} is not supported")
         elif c == "~" and (i == word_start or s[i - 1] == ":"):
