@@ -9,6 +9,13 @@ from __future__ import annotations
 import difflib
 from typing import Iterable
 
+# One exit-code convention for every command (sweep, bench, bisect, search, diff, report).
+EXIT_OK = 0  # all passed / nothing to do
+EXIT_FAILURES = 1  # failed or slow cells, culprits found, regressions
+EXIT_BAD_INPUT = 2  # usage or bad input: nothing launched or written
+EXIT_INCONCLUSIVE = 3  # flaky, probe budget spent, unresolved
+EXIT_INTERRUPTED = 130  # Ctrl-C / SIGINT
+
 
 class EnvmatrixError(Exception):
     """Base class; ``exit_code`` is what the CLI returns."""
