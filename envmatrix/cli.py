@@ -88,6 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_bisect(sub)
     add_search(sub)
     add_cluster(sub)
+    __import__("envmatrix.cli_report").cli_report.add_parsers(sub)
     return parser
 
 

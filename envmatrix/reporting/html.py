@@ -1,0 +1,79 @@
+"""``report.html``: one self-contained file (inline SVG + CSS, no external fetch) from a run directory."""
+
+from __future__ import annotations
+
+import datetime
+import os
+from typing import Optional
+
+from envmatrix.reporting import plots
+from envmatrix.reporting.html_model import RunData, build_curves, build_matrix_model, load_run
+
+REPORT_NAME = "report.html"
+
+
+def _env():
+    import jinja2
+
+    return jinja2.Environment(
+        loader=jinja2.PackageLoader("envmatrix.reporting", "templates"),
+        autoescape=jinja2.select_autoescape(["html", "j2"]),
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+
+
+def render_html(data: RunData, title: Optional[str] = None) -> str:
+    from markupsafe import Markup
+
+    cells = data.cell_results
+    matrix = build_matrix_model(cells) if cells else None
+    curves = build_curves(cells)
+    search = data.search
+    sections = {
+        "matrix_svg": Markup(plots.matrix_heatmap(matrix)) if matrix else None,
+        "curves": [(c, Markup(plots.size_curves(c, cs))) for c, cs in curves.items()],
+        "bisects": [(b, Markup(plots.bisect_trail(b))) for b in data.bisects],
+        "search_history": Markup(plots.search_history(search)) if search and search.trials else None,
+        "search_importances": Markup(plots.search_importances(search)) if search and search.importances else None,
+        "search_parallel": (Markup(plots.search_parallel(search))
+                            if search and search.params and any(t.value is not None for t in search.trials) else None),
+    }
+    failures = [c for c in (matrix.cells.values() if matrix else []) if c.outcome != "pass"]
+    versions = next((r.versions for r in data.results if r.versions), {})
+    best = None
+    if search:
+        done = [t for t in search.trials if t.value is not None and t.state == "complete"]
+        if done:
+            best = (max if search.direction == "maximize" else min)(done, key=lambda t: t.value)
+    return _env().get_template("report.html.j2").render(
+        title=title or f"envmatrix report: {os.path.basename(os.path.abspath(data.run_dir))}",
+        run_dir=os.path.abspath(data.run_dir),
+        generated=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        matrix=matrix, failures=failures, versions=versions, search=search, best=best,
+        n_results=len(data.results), outcome_colors=plots.OUTCOME_COLORS, **sections,
+    )
+
+
+def write_html_report(run_dir: str, path: Optional[str] = None, title: Optional[str] = None) -> str:
+    """Render the run directory and replace ``path`` (default RUN_DIR/report.html) atomically."""
+    html = render_html(load_run(run_dir), title)
+    path = path or os.path.join(run_dir, REPORT_NAME)
+    tmp = f"{path}.tmp"
+    with open(tmp, "w") as fh:
+        fh.write(html)
+    os.replace(tmp, path)
+    return path
+
+
+def report_after(run_dir: str, console=None) -> Optional[str]:
+    """The hook at the end of sweep/bench/bisect/search: a broken report must not fail the command it follows."""
+    try:
+        path = write_html_report(run_dir)
+    except Exception as exc:  # the measurement is already stored; say why the page is missing and go on
+        message = f"html report not written: {type(exc).__name__}: {exc}; retry with `envmatrix report {run_dir}`"
+        print(message) if console is None else console.print(message, markup=False)
+        return None
+    message = f"html report: {path}"
+    print(message) if console is None else console.print(message, markup=False)
+    return path

@@ -1,0 +1,207 @@
+"""matplotlib figures as inline SVG text: nothing to fetch when the report is opened offline."""
+
+from __future__ import annotations
+
+import io
+import textwrap
+from typing import Sequence
+
+from envmatrix.reporting.html_model import Curve, MatrixModel, SearchModel, best_so_far
+from envmatrix.results import PASS
+
+# One colour per outcome class, so the same failure looks the same in every plot.
+OUTCOME_COLORS = {
+    PASS: "#2e9e44",
+    "init_error": "#d62728",
+    "collective_error": "#e8590c",
+    "wrong_result": "#9c36b5",
+    "timeout": "#f59f00",
+    "crash": "#862e9c",
+    "launch_error": "#5c2d91",
+    "exit_error": "#c92a2a",
+    "unresolved": "#868e96",
+    "env_mismatch": "#1864ab",
+    "wrong_transport": "#0b7285",
+    "fail": "#d62728",
+}
+NOT_RUN = "#e9ecef"
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    # Text stays text (small files, selectable) and ids are stable across runs (diffable example files).
+    plt.rcParams.update({"svg.fonttype": "none", "svg.hashsalt": "envmatrix", "font.size": 9})
+    return plt
+
+
+def _svg(fig) -> str:
+    plt = _pyplot()
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None})
+    plt.close(fig)
+    text = buf.getvalue()
+    return text[text.index("<svg"):]  # drop the XML prolog and DOCTYPE: the SVG goes inline into HTML
+
+
+def outcome_color(outcome: str) -> str:
+    return OUTCOME_COLORS.get(outcome, "#c92a2a")
+
+
+def matrix_heatmap(model: MatrixModel) -> str:
+    """Grids x setups; each cell: outcome, transport, and the start of the root-cause line."""
+    plt = _pyplot()
+    from matplotlib.colors import to_rgb
+
+    nrows, ncols = len(model.grids), len(model.setups)
+    fig, ax = plt.subplots(figsize=(max(4.0, 1.35 * ncols + 1.2), max(1.6, 0.95 * nrows + 0.8)))
+    image = [[to_rgb(NOT_RUN) for _ in model.setups] for _ in model.grids]
+    for i, grid in enumerate(model.grids):
+        for j, setup in enumerate(model.setups):
+            cell = model.cells.get((grid, setup))
+            if cell is not None:
+                image[i][j] = to_rgb(outcome_color(cell.outcome))
+            lines = ["not run"] if cell is None else [cell.outcome]
+            if cell is not None and cell.transport:
+                lines.append(cell.transport)
+            if cell is not None and cell.line:
+                lines += textwrap.wrap(cell.line, 20)[:2]
+            ax.text(j, i, "\n".join(lines), ha="center", va="center", fontsize=6.5,
+                    color="black" if cell is None else "white")
+    ax.imshow(image, aspect="auto")
+    ax.set_xticks(range(ncols), [f"({s})" for s in model.setups], rotation=20, ha="right")
+    ax.set_yticks(range(nrows), model.grids)
+    ax.set_xticks([x - 0.5 for x in range(1, ncols)], minor=True)
+    ax.set_yticks([y - 0.5 for y in range(1, nrows)], minor=True)
+    ax.grid(which="minor", color="white", linewidth=2)
+    ax.tick_params(which="minor", length=0)
+    ax.set_xlabel("setup")
+    ax.set_ylabel("grid (nodes x ranks per node)")
+    return _svg(fig)
+
+
+def _size_label(n: float) -> str:
+    for unit, scale in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
+        if n >= scale:
+            return f"{n / scale:g}{unit}"
+    return f"{n:g}"
+
+
+def size_curves(collective: str, curves: Sequence[Curve]) -> str:
+    """busbw and time vs message size on log axes, like nccl-tests users plot them."""
+    plt = _pyplot()
+    from matplotlib.ticker import FuncFormatter
+
+    fig, (bw, tm) = plt.subplots(1, 2, figsize=(10, 3.6))
+    for c in curves:
+        marker = "o" if len(c.sizes) < 24 else None
+        label = c.label + (f"  #wrong {c.wrong}" if c.wrong else "")
+        bw.plot(c.sizes, c.busbw, marker=marker, markersize=3, label=label)
+        tm.plot(c.sizes, c.time_us, marker=marker, markersize=3, label=label)
+    for ax, ylabel in ((bw, "busbw (GB/s)"), (tm, "time (us)")):
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: _size_label(v)))
+        ax.set_xlabel("message size (bytes)")
+        ax.set_ylabel(ylabel)
+        ax.grid(True, which="major", alpha=0.3)
+    bw.set_title(f"{collective}: busbw")
+    tm.set_title(f"{collective}: time")
+    bw.legend(fontsize=7, loc="best")
+    return _svg(fig)
+
+
+def bisect_trail(report: dict) -> str:
+    """Atoms (rows) x probes in order (columns): a filled square = atom applied, colour = probe outcome."""
+    plt = _pyplot()
+
+    atoms = report["atoms"]  # letter -> atom text
+    letters = list(atoms)
+    trail = report.get("trail") or []
+    fig, ax = plt.subplots(figsize=(max(4.0, 0.45 * len(trail) + 3.5), max(1.8, 0.3 * len(letters) + 1.0)))
+    culprit_atoms = {a for group in report.get("culprits") or [] for a in group}
+    for x, step in enumerate(trail):
+        used = "" if step.get("atoms") in (None, "-") else step["atoms"]
+        color = outcome_color(PASS if step.get("outcome") == "pass" else "fail")
+        for y, letter in enumerate(letters):
+            if letter in used:
+                ax.add_patch(plt.Rectangle((x - 0.4, y - 0.4), 0.8, 0.8, color=color))
+    ax.set_xlim(-0.6, max(len(trail), 1) - 0.4)
+    ax.set_ylim(len(letters) - 0.5, -0.5)
+    ax.set_xticks(range(len(trail)), [str(i + 1) for i in range(len(trail))])
+    labels = [f"{l}: {atoms[l]}"[:48] + ("  <- culprit" if atoms[l] in culprit_atoms else "") for l in letters]
+    ax.set_yticks(range(len(letters)), labels)
+    ax.set_xlabel("probe (in launch order); green = passed, red = failed")
+    ax.set_title(f"bisect {report.get('name')} on {report.get('grid')}")
+    return _svg(fig)
+
+
+def search_history(model: SearchModel) -> str:
+    plt = _pyplot()
+
+    fig, ax = plt.subplots(figsize=(7, 3.4))
+    done = [t for t in model.trials if t.value is not None and t.state == "complete"]
+    failed = [t for t in model.trials if t.failure]
+    ax.scatter([t.number for t in done], [t.value for t in done], s=16, color="#1c7ed6", label="trial")
+    best = best_so_far(model.trials, model.direction)
+    if best:
+        ax.step([b[0] for b in best], [b[1] for b in best], where="post", color="#e8590c", label="best so far")
+    if failed:
+        low = min((t.value for t in done), default=0.0)
+        ax.scatter([t.number for t in failed], [low] * len(failed), marker="x", color="#d62728", label="failed")
+    ax.set_xlabel("trial")
+    ax.set_ylabel(f"{model.objective} ({model.direction})")
+    ax.set_title(f"search {model.name}: history")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=7)
+    return _svg(fig)
+
+
+def search_importances(model: SearchModel) -> str:
+    plt = _pyplot()
+
+    items = list(reversed(model.importances))
+    fig, ax = plt.subplots(figsize=(6, max(1.6, 0.35 * len(items) + 0.8)))
+    ax.barh([k for k, _ in items], [v for _, v in items], color="#1c7ed6")
+    ax.set_xlabel(f"fANOVA importance for {model.objective}")
+    ax.set_title("parameter importances")
+    return _svg(fig)
+
+
+def search_parallel(model: SearchModel) -> str:
+    """One polyline per completed trial across the parameter axes (categorical levels) and the objective."""
+    plt = _pyplot()
+    from matplotlib import colormaps
+    from matplotlib.colors import Normalize
+
+    done = [t for t in model.trials if t.value is not None and t.state == "complete"]
+    params = model.params
+    levels = {p: sorted({str(t.params.get(p)) for t in done}) for p in params}
+    values = [t.value for t in done]
+    lo, hi = min(values), max(values)
+    norm = Normalize(lo, hi if hi > lo else lo + 1)
+    cmap = colormaps["viridis"] if model.direction == "maximize" else colormaps["viridis_r"]
+    fig, ax = plt.subplots(figsize=(max(5.0, 1.8 * (len(params) + 1)), 3.6))
+
+    def ypos(p: str, t) -> float:
+        lv = levels[p]
+        return lv.index(str(t.params.get(p))) / max(len(lv) - 1, 1)
+
+    for t in sorted(done, key=lambda t: t.value if model.direction == "maximize" else -t.value):
+        ys = [ypos(p, t) for p in params] + [norm(t.value)]
+        ax.plot(range(len(ys)), ys, color=cmap(norm(t.value)), alpha=0.8, linewidth=1.2)
+    for x, p in enumerate(params):
+        ax.axvline(x, color="#495057", linewidth=0.8)
+        for k, level in enumerate(levels[p]):
+            ax.text(x + 0.03, k / max(len(levels[p]) - 1, 1), "unset" if level == "None" else level, fontsize=7, va="center")
+    ax.axvline(len(params), color="#495057", linewidth=0.8)
+    ax.text(len(params) + 0.03, 0, f"{lo:.3g}", fontsize=7)
+    ax.text(len(params) + 0.03, 1, f"{hi:.3g}", fontsize=7)
+    ax.set_xticks(range(len(params) + 1), [p.replace("NCCL_", "") for p in params] + [model.objective], rotation=15)
+    ax.set_yticks([])
+    ax.set_xlim(-0.2, len(params) + 0.6)
+    ax.set_title("parallel coordinates (colour = objective)")
+    return _svg(fig)
