@@ -37,6 +37,7 @@ def _sweep_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--allow-unknown-vars", action="store_true", help="let site-specific variables outside the catalogs through")
     p.add_argument("--rerun", action="store_true", help="run again what the store already holds (new attempts; history is kept)")
     p.add_argument("--fail-on-failure", action="store_true", help="exit 1 if any probe failed")
+    p.add_argument("--junit", metavar="PATH", help="also write JUnit XML: one testcase per (setup, grid), the root-cause line as message")
     p.set_defaults(func=cmd_sweep)
 
 
@@ -163,6 +164,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     passed, failed, missing = matrix.counts
     console.print(f"{passed} passed, {failed} failed, {missing} not run; store {os.path.join(run_dir, 'results.sqlite')}")
     console.print("reports: " + ", ".join(paths))
+    from envmatrix.reporting.html import after_command
+
+    after_command(run_dir, console, args.junit, f"envmatrix.sweep.{inp.name}", results)
     return 1 if (args.fail_on_failure and failed) else 0
 
 
@@ -193,6 +197,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
             code = max(code, print_bench(console, done[-1], run_dir))
     if len(results) > 1:
         print_backends(console, results, run_dir)
+    from envmatrix.reporting.html import after_command
+
+    after_command(run_dir, console)
     return code
 
 

@@ -42,6 +42,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--probe-cmd", metavar="CMD", help="command each rank runs instead of the built-in probe (exit 0 pass, 125 unresolved, else fail)")
     p.add_argument("--repeats", type=int, default=1, help="settle each probe by majority of up to 2K-1 runs (flaky probes)")
     p.add_argument("--json", metavar="PATH", help="write culprit sets, probes launched and the trail as JSON")
+    p.add_argument("--junit", metavar="PATH", help="also write JUnit XML: one testcase per probed (setup, grid), the root-cause line as message")
     p.add_argument("--no-repair", action="store_true", help="skip trying other values of each culprit")
     p.add_argument("--out", metavar="DIR", help="run directory / store (default: reports/runs/<name>)")
     p.add_argument("--allow-unknown-vars", action="store_true", help="let site-specific variables through")
@@ -119,7 +120,11 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     if args.versions or args.versions_file:
         from envmatrix.cli_bisect_versions import run_version_bisect
 
-        return run_version_bisect(args, inp, gpus, pins, probe, run_dir, console)
+        from envmatrix.reporting.html import after_command
+
+        code = run_version_bisect(args, inp, gpus, pins, probe, run_dir, console)
+        after_command(run_dir, console)
+        return code
     os.makedirs(run_dir, exist_ok=True)
     reports = []
     with open_store(f"sqlite:///{os.path.join(run_dir, 'results.sqlite')}") as store:
@@ -140,13 +145,20 @@ def cmd_bisect(args: argparse.Namespace) -> int:
             path = os.path.join(run_dir, f"bisect_{_safe(name)}_{grid.label}.md")
             with open(path, "w") as fh:
                 fh.write(md)
+            with open(path[:-3] + ".json", "w") as fh:  # what `envmatrix report` draws the trail from
+                json.dump(report.to_json(), fh, indent=1)
             from rich.markdown import Markdown
 
             console.print(Markdown(md))
             console.print(f"report: {path}")
+        ids = {f"bisect-{name}-{grid.label}" for name, grid, _ in targets}
+        probed = [r for r in store.latest() if r.sweep_id in ids]
     if args.json:
         with open(args.json, "w") as fh:
             json.dump([r.to_json() for r in reports], fh, indent=1)
+    from envmatrix.reporting.html import after_command
+
+    after_command(run_dir, console, args.junit, "envmatrix.bisect", probed)
     return 0
 
 

@@ -154,6 +154,9 @@ def cmd_search(args: argparse.Namespace) -> int:
     console.print(f"export: envmatrix export {'--out ' + run_dir if not settings.storage else '--storage ' + _redact(url)} "
                   f"--study-name {settings.study_name}", markup=False)
     console.print(f"dashboard: optuna-dashboard {_redact(url)}", markup=False)
+    from envmatrix.reporting.html import after_command
+
+    after_command(run_dir, console)
     if aborted is not None:
         raise aborted
     return 0

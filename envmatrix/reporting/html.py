@@ -66,14 +66,18 @@ def write_html_report(run_dir: str, path: Optional[str] = None, title: Optional[
     return path
 
 
-def report_after(run_dir: str, console=None) -> Optional[str]:
-    """The hook at the end of sweep/bench/bisect/search: a broken report must not fail the command it follows."""
+def after_command(run_dir: str, console, junit_path: Optional[str] = None, suite: str = "envmatrix", results=()) -> None:
+    """The hook at the end of sweep/bench/bisect/search: JUnit when asked, then RUN_DIR/report.html.
+
+    A broken page must not fail the measurement it follows (it is already stored), so a report error is one line.
+    """
+    if junit_path:
+        from envmatrix.reporting.junit import write_junit
+
+        console.print(f"junit: {write_junit(junit_path, suite, list(results))}", markup=False)
     try:
         path = write_html_report(run_dir)
-    except Exception as exc:  # the measurement is already stored; say why the page is missing and go on
-        message = f"html report not written: {type(exc).__name__}: {exc}; retry with `envmatrix report {run_dir}`"
-        print(message) if console is None else console.print(message, markup=False)
-        return None
-    message = f"html report: {path}"
-    print(message) if console is None else console.print(message, markup=False)
-    return path
+    except Exception as exc:
+        console.print(f"html report not written ({type(exc).__name__}: {exc}); retry with: envmatrix report {run_dir}", markup=False)
+        return
+    console.print(f"html report: {path}", markup=False)

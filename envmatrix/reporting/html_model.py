@@ -122,14 +122,17 @@ def build_curves(results: Sequence[ProbeResult]) -> dict[str, list[Curve]]:
 
 def load_bisects(run_dir: str) -> list[dict[str, Any]]:
     """bisect reports saved next to the store (``bisect_*.json`` per target, or a ``--json`` list)."""
-    reports = []
+    reports: dict[tuple[str, str], dict[str, Any]] = {}
     for path in sorted(glob.glob(os.path.join(run_dir, "bisect*.json"))):
-        with open(path) as fh:
-            data = json.load(fh)
+        try:
+            with open(path) as fh:
+                data = json.load(fh)
+        except (OSError, ValueError):
+            continue  # not ours (or half written): the page still renders the rest
         for rep in data if isinstance(data, list) else [data]:
             if isinstance(rep, dict) and "trail" in rep and "atoms" in rep:
-                reports.append(rep)
-    return reports
+                reports[(str(rep.get("name")), str(rep.get("grid")))] = rep  # a --json copy and the per-target file agree
+    return list(reports.values())
 
 
 def load_search(study_path: str) -> Optional[SearchModel]:
