@@ -121,7 +121,7 @@ def bisect_trail(report: dict) -> str:
     atoms = report["atoms"]  # letter -> atom text
     letters = list(atoms)
     trail = report.get("trail") or []
-    fig, ax = plt.subplots(figsize=(max(4.0, 0.45 * len(trail) + 3.5), max(1.8, 0.3 * len(letters) + 1.0)))
+    fig, ax = plt.subplots(figsize=(max(4.0, 0.45 * len(trail) + 3.5), max(1.8, 0.3 * (len(letters) + 1) + 1.0)))
     culprit_atoms = {a for group in report.get("culprits") or [] for a in group}
     for x, step in enumerate(trail):
         used = "" if step.get("atoms") in (None, "-") else step["atoms"]
@@ -129,11 +129,15 @@ def bisect_trail(report: dict) -> str:
         for y, letter in enumerate(letters):
             if letter in used:
                 ax.add_patch(plt.Rectangle((x - 0.4, y - 0.4), 0.8, 0.8, color=color))
+        # the last row is every probe's verdict, so the empty-env probe shows too
+        ax.add_patch(plt.Circle((x, len(letters) + 0.1), 0.3, color=color))
+    ax.axhline(len(letters) - 0.4, color="#adb5bd", linewidth=0.8)
     ax.set_xlim(-0.6, max(len(trail), 1) - 0.4)
-    ax.set_ylim(len(letters) - 0.5, -0.5)
+    ax.set_ylim(len(letters) + 0.6, -0.5)
+    ax.set_aspect("auto")
     ax.set_xticks(range(len(trail)), [str(i + 1) for i in range(len(trail))])
     labels = [f"{l}: {atoms[l]}"[:48] + ("  <- culprit" if atoms[l] in culprit_atoms else "") for l in letters]
-    ax.set_yticks(range(len(letters)), labels)
+    ax.set_yticks(range(len(letters) + 1), [*labels, "probe outcome"])
     ax.set_xlabel("probe (in launch order); green = passed, red = failed")
     ax.set_title(f"bisect {report.get('name')} on {report.get('grid')}")
     return _svg(fig)
