@@ -97,14 +97,16 @@ def test_chromium_check_sees_console_errors_and_blocked_fetches(tmp_path):
 
 
 def test_committed_gpu_examples_render(tmp_path, cli):
-    for name, needle in (("h200_mpirun", "P2P/CUMEM"), ("h200_bisect_seed003", "NCCL_NET=AWS Libfabric"),
-                         ("h200_transports", "Failed to initialize any NET plugin")):
+    for name, needle in (("h200_mpirun", "P2P/CUMEM"), ("h200_bisect_seed003", "; 11 stored results;"),
+                         ("h200_bisect_seed003", "NCCL_NET=AWS Libfabric"), ("h200_transports", "Failed to initialize any NET plugin")):
+        shutil.rmtree(tmp_path / name, ignore_errors=True)
         run = tmp_path / name
-        shutil.copytree(REPO / "reports" / "examples" / name, run)
-        done = cli.run("report", str(run), "-o", str(tmp_path / f"{name}.html"))
+        shutil.copytree(REPO / "reports" / "examples" / name, run, ignore=shutil.ignore_patterns("report.html"))
+        done = cli.run("report", name, "-o", f"{name}.html")  # relative to the cwd (cli.cwd is tmp_path)
         assert done.returncode == 0, done.stderr
         assert needle in (tmp_path / f"{name}.html").read_text()
         assert not (run / "report.html").exists()
+        assert f"run directory <code>{name}</code>" in (tmp_path / f"{name}.html").read_text()
 
 
 def test_report_bad_input_is_one_line_and_writes_nothing(cli, tmp_path):

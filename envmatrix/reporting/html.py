@@ -23,6 +23,12 @@ def _env():
     )
 
 
+def _shown_path(path: str) -> str:
+    """Relative when under the working directory: checked-in examples do not carry one machine's paths."""
+    full, here = os.path.abspath(path), os.getcwd()
+    return os.path.relpath(full, here) if full.startswith(here + os.sep) else full
+
+
 def render_html(data: RunData, title: Optional[str] = None) -> str:
     from markupsafe import Markup
 
@@ -48,7 +54,7 @@ def render_html(data: RunData, title: Optional[str] = None) -> str:
             best = (max if search.direction == "maximize" else min)(done, key=lambda t: t.value)
     return _env().get_template("report.html.j2").render(
         title=title or f"envmatrix report: {os.path.basename(os.path.abspath(data.run_dir))}",
-        run_dir=os.path.abspath(data.run_dir),
+        run_dir=_shown_path(data.run_dir),
         generated=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         matrix=matrix, failures=failures, versions=versions, search=search, best=best,
         n_results=len(data.results), outcome_colors=plots.OUTCOME_COLORS, **sections,

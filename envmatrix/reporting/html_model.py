@@ -174,6 +174,7 @@ def load_results(run_dir: str, where: str = "report") -> list[ProbeResult]:
     from envmatrix.errors import ConfigError
     from envmatrix.store import open_store
 
+    run_dir = os.path.abspath(run_dir)  # the store URL is sqlite:///<path>: a relative path would turn absolute
     if os.path.isfile(run_dir) and run_dir.endswith((".sqlite", ".db")):
         store_path, json_path = run_dir, ""
     else:
@@ -198,7 +199,7 @@ def load_run(run_dir: str) -> RunData:
 
     data = RunData(run_dir, load_results(run_dir))
     data.bisects = load_bisects(run_dir)
-    data.search = load_search(os.path.join(run_dir, "study.sqlite"))
+    data.search = load_search(os.path.abspath(os.path.join(run_dir, "study.sqlite")))
     if not (data.results or data.bisects or data.search):
         raise ConfigError(f"report: {run_dir}: no results.sqlite, results.json, bisect_*.json or study.sqlite with results; "
                           "give the --out directory of a sweep, bench, bisect or search")
