@@ -90,6 +90,11 @@ def _size_label(n: float) -> str:
     return f"{n:g}"
 
 
+def _positive(xs: Sequence[int], ys: Sequence[float]) -> tuple[list[int], list[float]]:
+    pairs = [(x, y) for x, y in zip(xs, ys) if y > 0]
+    return [x for x, _ in pairs], [y for _, y in pairs]
+
+
 def size_curves(collective: str, curves: Sequence[Curve]) -> str:
     """busbw and time vs message size on log axes, like nccl-tests users plot them."""
     plt = _pyplot()
@@ -99,8 +104,9 @@ def size_curves(collective: str, curves: Sequence[Curve]) -> str:
     for c in curves:
         marker = "o" if len(c.sizes) < 24 else None
         label = c.label + (f"  #wrong {c.wrong}" if c.wrong else "")
-        bw.plot(c.sizes, c.busbw, marker=marker, markersize=3, label=label)
-        tm.plot(c.sizes, c.time_us, marker=marker, markersize=3, label=label)
+        # log axes: a zero (unmeasured or too small to time) would be dropped with a warning, so leave it out
+        bw.plot(*_positive(c.sizes, c.busbw), marker=marker, markersize=3, label=label)
+        tm.plot(*_positive(c.sizes, c.time_us), marker=marker, markersize=3, label=label)
     for ax, ylabel in ((bw, "busbw (GB/s)"), (tm, "time (us)")):
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")

@@ -1,0 +1,50 @@
+"""The HTML report's pure pieces on recorded H200 results: matrix cells, curves, best-so-far, the SVG figures."""
+
+from __future__ import annotations
+
+import copy
+
+from conftest import REPO
+from envmatrix.reporting import plots
+from envmatrix.reporting.bench_tables import headline_bw
+from envmatrix.reporting.html_model import SearchModel, SearchTrial, best_so_far, build_curves, build_matrix_model, load_results
+
+EXAMPLES = REPO / "reports" / "examples"
+GPU_BENCH = REPO / "bench" / "results" / "h200_fidelity" / "run2_2x2" / "envmatrix"
+
+
+def test_matrix_cells_keep_outcome_root_cause_and_transport():
+    results = load_results(str(EXAMPLES / "h200_mpirun"))
+    model = build_matrix_model(results)
+    assert model.grids == ["1x4", "2x2"] and len(model.setups) == 9
+    cell = model.cells[("1x4", "baseline")]
+    assert (cell.outcome, cell.line, cell.transport) == ("pass", "", "P2P/CUMEM")
+    bad = model.cells[("2x2", "bad_plugin")]
+    assert bad.outcome == "init_error" and "NET plugin" in bad.line
+    svg = plots.matrix_heatmap(model)
+    assert svg.startswith("<svg") and "P2P/CUMEM" in svg and "init_error" in svg and "(bad_plugin)" in svg
+
+
+def test_curves_are_the_stored_busbw_out_of_place():
+    (result,) = load_results(str(GPU_BENCH))
+    with_in_place = copy.deepcopy(result)
+    with_in_place.metrics += [{**m, "in_place": True, "busbw_gbps": 1.0} for m in result.metrics]
+    curves = build_curves([with_in_place])
+    assert set(curves) == {m["collective"] for m in result.metrics}
+    for collective, (curve,) in curves.items():
+        rows = sorted((m for m in result.metrics if m["collective"] == collective), key=lambda m: m["size_bytes"])
+        assert curve.sizes == [m["size_bytes"] for m in rows]
+        assert curve.busbw == [headline_bw(m) for m in rows] and curve.wrong == 0
+    svg = plots.size_curves("allreduce", curves["allreduce"])
+    assert "busbw (GB/s)" in svg and "time (us)" in svg and "(env) 2x2" in svg
+
+
+def test_best_so_far_follows_the_direction():
+    trials = [SearchTrial(0, "complete", 5.0, {}), SearchTrial(1, "fail", None, {}, "init_error: x"),
+              SearchTrial(2, "complete", 7.0, {}), SearchTrial(3, "complete", 6.0, {})]
+    assert best_so_far(trials, "maximize") == [(0, 5.0), (2, 7.0), (3, 7.0)]
+    assert best_so_far(trials, "minimize") == [(0, 5.0), (2, 5.0), (3, 5.0)]
+    model = SearchModel("s", "busbw", "maximize", ["NCCL_ALGO"], [
+        SearchTrial(0, "complete", 5.0, {"NCCL_ALGO": "Ring"}), SearchTrial(1, "complete", 7.0, {"NCCL_ALGO": None})], [])
+    svg = plots.search_parallel(model)
+    assert "Ring" in svg and "unset" in svg and "ALGO" in svg
