@@ -33,6 +33,9 @@ def render_html(data: RunData, title: Optional[str] = None) -> str:
     from markupsafe import Markup
 
     cells = data.cell_results
+    if not cells and data.search is None:
+        # a search's result store without its study (e.g. an archived results.sqlite): its trials are the cells
+        cells = [r for r in data.results if not str(r.sweep_id or "").startswith("bisect-")]
     matrix = build_matrix_model(cells) if cells else None
     curves = build_curves(cells)
     search = data.search

@@ -52,34 +52,45 @@ def outcome_color(outcome: str) -> str:
 
 
 def matrix_heatmap(model: MatrixModel) -> str:
-    """Grids x setups; each cell: outcome, transport, and the start of the root-cause line."""
+    """Grids x setups (seed 003's layout); each cell: outcome, transport, and the start of the root-cause line.
+
+    Many setups on few grids (a search store) would make a strip too thin to read, so then setups become rows.
+    """
     plt = _pyplot()
     from matplotlib.colors import to_rgb
 
-    nrows, ncols = len(model.grids), len(model.setups)
-    fig, ax = plt.subplots(figsize=(max(4.0, 1.35 * ncols + 1.2), max(1.6, 0.95 * nrows + 0.8)))
-    image = [[to_rgb(NOT_RUN) for _ in model.setups] for _ in model.grids]
-    for i, grid in enumerate(model.grids):
-        for j, setup in enumerate(model.setups):
-            cell = model.cells.get((grid, setup))
+    transpose = len(model.setups) > 12 and len(model.setups) > len(model.grids)
+    rows = [f"({s})" for s in model.setups] if transpose else list(model.grids)
+    cols = list(model.grids) if transpose else [f"({s})" for s in model.setups]
+
+    def cell_at(i: int, j: int):
+        return model.cells.get((model.grids[j], model.setups[i]) if transpose else (model.grids[i], model.setups[j]))
+
+    nrows, ncols = len(rows), len(cols)
+    fig, ax = plt.subplots(figsize=(max(4.0, 1.35 * ncols + 1.2), max(1.6, (0.55 if transpose else 0.95) * nrows + 0.8)))
+    image = [[to_rgb(NOT_RUN) for _ in cols] for _ in rows]
+    for i in range(nrows):
+        for j in range(ncols):
+            cell = cell_at(i, j)
             if cell is not None:
                 image[i][j] = to_rgb(outcome_color(cell.outcome))
             lines = ["not run"] if cell is None else [cell.outcome]
             if cell is not None and cell.transport:
                 lines.append(cell.transport)
             if cell is not None and cell.line:
-                lines += textwrap.wrap(cell.line, 20)[:2]
+                lines += textwrap.wrap(cell.line, 20)[: 1 if transpose else 2]
             ax.text(j, i, "\n".join(lines), ha="center", va="center", fontsize=6.5,
                     color="black" if cell is None else "white")
     ax.imshow(image, aspect="auto")
-    ax.set_xticks(range(ncols), [f"({s})" for s in model.setups], rotation=20, ha="right")
-    ax.set_yticks(range(nrows), model.grids)
+    ax.set_xticks(range(ncols), cols, rotation=0 if transpose else 20, ha="center" if transpose else "right")
+    ax.set_yticks(range(nrows), rows)
     ax.set_xticks([x - 0.5 for x in range(1, ncols)], minor=True)
     ax.set_yticks([y - 0.5 for y in range(1, nrows)], minor=True)
     ax.grid(which="minor", color="white", linewidth=2)
     ax.tick_params(which="minor", length=0)
-    ax.set_xlabel("setup")
-    ax.set_ylabel("grid (nodes x ranks per node)")
+    grid_label, setup_label = "grid (nodes x ranks per node)", "setup"
+    ax.set_xlabel(grid_label if transpose else setup_label)
+    ax.set_ylabel(setup_label if transpose else grid_label)
     return _svg(fig)
 
 
@@ -111,12 +122,17 @@ def size_curves(collective: str, curves: Sequence[Curve]) -> str:
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: _size_label(v)))
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))  # 320, not 3.2x10^2
+        ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: f"{v:g}" if str(f"{v:g}")[0] in "25" else ""))
         ax.set_xlabel("message size (bytes)")
         ax.set_ylabel(ylabel)
         ax.grid(True, which="major", alpha=0.3)
     bw.set_title(f"{collective}: busbw")
     tm.set_title(f"{collective}: time")
-    bw.legend(fontsize=7, loc="best")
+    if len(curves) > 8:  # a long legend would hide the curves: put it beside the pair
+        tm.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.02, 1.0), ncols=1 + len(curves) // 24)
+    else:
+        bw.legend(fontsize=7, loc="best")
     return _svg(fig)
 
 
