@@ -8,12 +8,13 @@ operational switches are flags. Errors are one line, exit 2 for bad input;
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import traceback
 from typing import Optional, Sequence
 
-from envmatrix.errors import EnvmatrixError
+from envmatrix.errors import ConfigError, EnvmatrixError
 
 EXAMPLES = """examples:
   envmatrix sweep                                   # embedded default on this host
@@ -32,7 +33,9 @@ def _sweep_parser(sub: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. conf=aws_ofi grids=[1x2,2x2] backend=gloo probe.timeout_s=60")
-    p.add_argument("--dry-run", action="store_true", help="print the plan (setups x grids and each env); launch and write nothing")
+    p.add_argument("--dry-run", action="store_true", help="print the plan (setups x grids, each env) and every run's exact "
+                   "launch command, shell-quoted; launch and write nothing")
+    p.add_argument("--json", action="store_true", help="with --dry-run: the plan as JSON (argv lists, env changes, shell lines)")
     p.add_argument("--out", metavar="DIR", help="run directory for the store and reports (default: reports/runs/<name>)")
     p.add_argument("--allow-unknown-vars", action="store_true", help="let site-specific variables outside the catalogs through")
     p.add_argument("--rerun", action="store_true", help="run again what the store already holds (new attempts; history is kept)")
@@ -104,7 +107,7 @@ def _prepare(args: argparse.Namespace):
     return inp, gpus, pins
 
 
-def print_plan(console, inp, runs) -> None:
+def print_plan(console, inp, runs, launches=()) -> None:
     from rich.markup import escape
     from rich.table import Table
     from rich.text import Text
@@ -125,6 +128,10 @@ def print_plan(console, inp, runs) -> None:
     for i, r in enumerate(runs, 1):
         plan.add_row(str(i), r.grid.label, Text(f"({r.setup.name})"), r.key)
     console.print(plan)
+    for launch in launches:
+        console.print(Text(f"# run {launch['index']}/{len(runs)}: ({launch['setup']}) {launch['grid']} key {launch['run_key']}, "
+                           f"launcher {launch['launcher']}"), soft_wrap=True)
+        console.print(Text(launch["shell"]), soft_wrap=True, highlight=False)
 
 
 def make_console():
@@ -145,10 +152,20 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     console = make_console()
     inp, gpus, pins = _prepare(args)
     runs = plan_sweep(inp)
-    if args.dry_run:
-        print_plan(console, inp, runs)
-        return 0
     run_dir = os.path.abspath(args.out or os.path.join("reports", "runs", inp.name))
+    if args.json and not args.dry_run:
+        raise ConfigError("--json: only with --dry-run; allowed: --dry-run --json")
+    if args.dry_run:
+        from envmatrix.sweep import dry_run
+
+        host = host_facts(with_topology=False) if inp.hermetic else {}
+        launches = dry_run(inp, runs, run_dir, os.environ, inp.probe_environment(os.environ, host), pins, len(gpus))
+        if args.json:
+            print(json.dumps({"name": inp.name, "backend": inp.backend, "launcher": inp.launcher, "probe": inp.probe.name,
+                              "conf_file": str(inp.conf_file), "out": run_dir, "runs": launches}, indent=1))
+        else:
+            print_plan(console, inp, runs, launches)
+        return 0
     os.makedirs(run_dir, exist_ok=True)
     host = host_facts()
     environ = inp.probe_environment(os.environ, host)
