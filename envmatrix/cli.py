@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import sys
 import traceback
 from typing import Optional, Sequence
@@ -147,6 +148,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from envmatrix.reporting import build_matrix, write_reports
     from envmatrix.reporting.console import LiveProgress, matrix_tables
     from envmatrix.store import open_store
+    from envmatrix.store.lock import exclusive
     from envmatrix.sweep import plan_sweep, run_sweep
 
     console = make_console()
@@ -169,7 +171,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     os.makedirs(run_dir, exist_ok=True)
     host = host_facts()
     environ = inp.probe_environment(os.environ, host)
-    with open_store(f"sqlite:///{os.path.join(run_dir, 'results.sqlite')}") as store:
+    db = os.path.join(run_dir, "results.sqlite")
+    with exclusive(db, _command_line()), open_store(f"sqlite:///{db}") as store:
         listener = LiveProgress(console) if console.is_terminal else LineProgress(console)
         _, runs, results = run_sweep(inp, store, run_dir, environ, pins, len(gpus), host, rerun=args.rerun, listener=listener)
     matrix = build_matrix(runs, results)
@@ -191,6 +194,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from envmatrix.config.resolve import resolve_backend
     from envmatrix.hostinfo import host_facts
     from envmatrix.store import open_store
+    from envmatrix.store.lock import exclusive
     from envmatrix.sweep import run_sweep
 
     console = make_console()
@@ -200,7 +204,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     run_dir = os.path.abspath(args.out or os.path.join("reports", "runs", "bench"))
     os.makedirs(run_dir, exist_ok=True)
     results, code = [], 0
-    with open_store(f"sqlite:///{os.path.join(run_dir, 'results.sqlite')}") as store:
+    db = os.path.join(run_dir, "results.sqlite")
+    with exclusive(db, _command_line()), open_store(f"sqlite:///{db}") as store:
         for inp in inputs:
             host = host_facts()
             environ = inp.probe_environment(os.environ, host)
@@ -210,6 +215,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if len(results) > 1:
         print_backends(console, results, run_dir)
     return code
+
+
+def _command_line() -> str:
+    return shlex.join(["envmatrix", *sys.argv[1:]])
 
 
 class LineProgress:
