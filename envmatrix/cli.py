@@ -11,11 +11,12 @@ import argparse
 import json
 import os
 import shlex
+import signal
 import sys
 import traceback
 from typing import Optional, Sequence
 
-from envmatrix.errors import ConfigError, EnvmatrixError
+from envmatrix.errors import EXIT_INTERRUPTED, ConfigError, EnvmatrixError
 
 EXAMPLES = """examples:
   envmatrix sweep                                   # embedded default on this host
@@ -172,7 +173,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     host = host_facts()
     environ = inp.probe_environment(os.environ, host)
     db = os.path.join(run_dir, "results.sqlite")
-    with exclusive(db, _command_line()), open_store(f"sqlite:///{db}") as store:
+    with exclusive(db, args.command_line), open_store(f"sqlite:///{db}") as store:
         listener = LiveProgress(console) if console.is_terminal else LineProgress(console)
         _, runs, results = run_sweep(inp, store, run_dir, environ, pins, len(gpus), host, rerun=args.rerun, listener=listener)
     matrix = build_matrix(runs, results)
@@ -205,7 +206,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     os.makedirs(run_dir, exist_ok=True)
     results, code = [], 0
     db = os.path.join(run_dir, "results.sqlite")
-    with exclusive(db, _command_line()), open_store(f"sqlite:///{db}") as store:
+    with exclusive(db, args.command_line), open_store(f"sqlite:///{db}") as store:
         for inp in inputs:
             host = host_facts()
             environ = inp.probe_environment(os.environ, host)
@@ -215,10 +216,6 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if len(results) > 1:
         print_backends(console, results, run_dir)
     return code
-
-
-def _command_line() -> str:
-    return shlex.join(["envmatrix", *sys.argv[1:]])
 
 
 class LineProgress:
@@ -245,6 +242,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         parser.error(f"unrecognized arguments: {' '.join(stray)}")
     if extra:
         args.overrides = [*args.overrides, *extra]
+    words = list(sys.argv[1:] if argv is None else argv)
+    args.command_line = shlex.join(["envmatrix", *words])
+    previous = _on_sigint(_first_interrupt)
     try:
         return args.func(args)
     except EnvmatrixError as exc:
@@ -253,8 +253,31 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"envmatrix: error: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
-        print("envmatrix: interrupted; completed results are in the store, rerun the same command to resume", file=sys.stderr)
-        return 130
+        # --rerun would measure everything again; resuming means the same command without it.
+        resume = shlex.join(["envmatrix", *(w for w in words if w != "--rerun")])
+        print(f"envmatrix: interrupted; finished runs are in the store, resume with: {resume}", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    finally:
+        _on_sigint(previous)
+
+
+def _first_interrupt(signum, frame):
+    # The unwinding that follows kills the ranks' process groups; if it hangs, a second Ctrl-C
+    # leaves at once (ranks die with us through PR_SET_PDEATHSIG, the store is transactional).
+    _on_sigint(_second_interrupt)
+    raise KeyboardInterrupt
+
+
+def _second_interrupt(signum, frame):
+    os.write(2, b"envmatrix: interrupted again; leaving now\n")
+    os._exit(EXIT_INTERRUPTED)
+
+
+def _on_sigint(handler):
+    try:
+        return signal.signal(signal.SIGINT, handler)
+    except (ValueError, TypeError):  # not the main thread, or no handler to restore
+        return None
 
 
 if __name__ == "__main__":

@@ -168,11 +168,12 @@ def run_group(
             time.sleep(poll_s)
         return [o for o in outcomes if o is not None]
     finally:
+        # Also the Ctrl-C path: kill every group first, then reap, so a sweep stops in one pass.
         for proc in procs:
-            if proc is not None and proc.poll() is None:
+            if proc is not None:
                 _killpg(proc.pid)
+        for proc in procs:
+            if proc is not None:
                 proc.wait()
-            elif proc is not None:
-                _killpg(proc.pid)
         for log in log_files:
             log.close()
