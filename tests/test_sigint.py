@@ -4,6 +4,7 @@ A second Ctrl-C while cleanup hangs leaves at once."""
 
 from __future__ import annotations
 
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -11,18 +12,21 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from conftest import REPO, assert_no_processes, processes_with_marker, write_conf
 
 LIMIT_S = 2.0
 MARGIN_S = 3.0  # two cores shared by several test runs: scheduling, not cleanup, dominates the tail
 
 
-def _conf(tmp_path: Path, flag: Path) -> Path:
+def _conf(tmp_path: Path, flag: Path, launcher: str) -> Path:
     # Setup "quick" passes at once; "slow" hangs (with a grandchild) until the flag file exists.
     code = (f"import os, subprocess, time; subprocess.Popen(['sleep', '600']); "
             f"os.environ['ENVMATRIX_T'] == 'slow' and not os.path.exists({str(flag)!r}) and time.sleep(600)")
     return write_conf(tmp_path / "s.yaml", f"""
 backend: gloo
+launcher: {launcher}
 grids: [1x2]
 setups:
   quick: {{ENVMATRIX_T: quick}}
@@ -45,9 +49,12 @@ def _wait_for_slow_ranks(out: Path, marker: str, deadline_s: float = 120) -> Non
     raise AssertionError("the slow run's ranks never started")
 
 
-def test_ctrl_c_stops_ranks_fast_exits_130_and_resume_completes(cli, tmp_path):
+@pytest.mark.parametrize("launcher", ["local", "mpirun"])
+def test_ctrl_c_stops_ranks_fast_exits_130_and_resume_completes(cli, tmp_path, launcher):
+    if launcher == "mpirun" and shutil.which("mpirun") is None:
+        pytest.skip("mpirun is not installed (.ci/run installs openmpi-bin)")
     flag = tmp_path / "go"
-    conf, out = _conf(tmp_path, flag), tmp_path / "o"
+    conf, out = _conf(tmp_path, flag, launcher), tmp_path / "o"
     args = ("sweep", f"conf={conf}", "--out", str(out), "--allow-unknown-vars")
     driver = cli.popen(*args)
     _wait_for_slow_ranks(out, cli.marker)
