@@ -189,12 +189,12 @@ def run_group(
             time.sleep(poll_s)
         return [o for o in outcomes if o is not None]
     finally:
-        # Also the Ctrl-C path: kill every group first, then reap, so a sweep stops in one pass.
-        for proc in procs:
-            if proc is not None:
-                _killpg(proc.pid)
-        for proc in procs:
-            if proc is not None:
-                proc.wait()
+        # Also the Ctrl-C path: kill every group first, then reap, so a sweep stops in one pass. Only
+        # unreaped children: a reaped one was cleaned up when reaped, and its pid may belong to another by now.
+        live = [proc for proc in procs if proc is not None and proc.returncode is None]
+        for proc in live:
+            _killpg(proc.pid)
+        for proc in live:
+            proc.wait()
         for log in log_files:
             log.close()
