@@ -4,7 +4,6 @@ lines pasted into a real bash (local ranks and the real OpenMPI mpirun) deliveri
 from __future__ import annotations
 
 import json
-import os
 import shlex
 import shutil
 import subprocess

@@ -8,7 +8,7 @@ import socket
 import sys
 import time
 from array import array
-from typing import Any, Mapping, Optional
+from typing import Mapping, Optional
 
 from envmatrix.probes.identity import echoed_env, rank_identity
 from envmatrix.probes.mpi import MPI4PY_MISSING
