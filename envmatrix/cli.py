@@ -8,12 +8,15 @@ operational switches are flags. Errors are one line, exit 2 for bad input;
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import shlex
+import signal
 import sys
 import traceback
 from typing import Optional, Sequence
 
-from envmatrix.errors import EnvmatrixError
+from envmatrix.errors import EXIT_INTERRUPTED, ConfigError, EnvmatrixError
 
 EXAMPLES = """examples:
   envmatrix sweep                                   # embedded default on this host
@@ -32,7 +35,9 @@ def _sweep_parser(sub: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. conf=aws_ofi grids=[1x2,2x2] backend=gloo probe.timeout_s=60")
-    p.add_argument("--dry-run", action="store_true", help="print the plan (setups x grids and each env); launch and write nothing")
+    p.add_argument("--dry-run", action="store_true", help="print the plan (setups x grids, each env) and every run's exact "
+                   "launch command, shell-quoted; launch and write nothing")
+    p.add_argument("--json", action="store_true", help="with --dry-run: the plan as JSON (argv lists, env changes, shell lines)")
     p.add_argument("--out", metavar="DIR", help="run directory for the store and reports (default: reports/runs/<name>)")
     p.add_argument("--allow-unknown-vars", action="store_true", help="let site-specific variables outside the catalogs through")
     p.add_argument("--rerun", action="store_true", help="run again what the store already holds (new attempts; history is kept)")
@@ -106,7 +111,7 @@ def _prepare(args: argparse.Namespace):
     return inp, gpus, pins
 
 
-def print_plan(console, inp, runs) -> None:
+def print_plan(console, inp, runs, launches=()) -> None:
     from rich.markup import escape
     from rich.table import Table
     from rich.text import Text
@@ -127,6 +132,10 @@ def print_plan(console, inp, runs) -> None:
     for i, r in enumerate(runs, 1):
         plan.add_row(str(i), r.grid.label, Text(f"({r.setup.name})"), r.key)
     console.print(plan)
+    for launch in launches:
+        console.print(Text(f"# run {launch['index']}/{len(runs)}: ({launch['setup']}) {launch['grid']} key {launch['run_key']}, "
+                           f"launcher {launch['launcher']}"), soft_wrap=True)
+        console.print(Text(launch["shell"]), soft_wrap=True, highlight=False)
 
 
 def make_console():
@@ -142,19 +151,31 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from envmatrix.reporting import build_matrix, write_reports
     from envmatrix.reporting.console import LiveProgress, matrix_tables
     from envmatrix.store import open_store
+    from envmatrix.store.lock import exclusive
     from envmatrix.sweep import plan_sweep, run_sweep
 
     console = make_console()
     inp, gpus, pins = _prepare(args)
     runs = plan_sweep(inp)
-    if args.dry_run:
-        print_plan(console, inp, runs)
-        return 0
     run_dir = os.path.abspath(args.out or os.path.join("reports", "runs", inp.name))
+    if args.json and not args.dry_run:
+        raise ConfigError("--json: only with --dry-run; allowed: --dry-run --json")
+    if args.dry_run:
+        from envmatrix.sweep import dry_run
+
+        host = host_facts(with_topology=False) if inp.hermetic else {}
+        launches = dry_run(inp, runs, run_dir, os.environ, inp.probe_environment(os.environ, host), pins, len(gpus))
+        if args.json:
+            print(json.dumps({"name": inp.name, "backend": inp.backend, "launcher": inp.launcher, "probe": inp.probe.name,
+                              "conf_file": str(inp.conf_file), "out": run_dir, "runs": launches}, indent=1))
+        else:
+            print_plan(console, inp, runs, launches)
+        return 0
     os.makedirs(run_dir, exist_ok=True)
     host = host_facts()
     environ = inp.probe_environment(os.environ, host)
-    with open_store(f"sqlite:///{os.path.join(run_dir, 'results.sqlite')}") as store:
+    db = os.path.join(run_dir, "results.sqlite")
+    with exclusive(db, args.command_line), open_store(f"sqlite:///{db}") as store:
         listener = LiveProgress(console) if console.is_terminal else LineProgress(console)
         _, runs, results = run_sweep(inp, store, run_dir, environ, pins, len(gpus), host, rerun=args.rerun, listener=listener)
     matrix = build_matrix(runs, results)
@@ -179,6 +200,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from envmatrix.config.resolve import resolve_backend
     from envmatrix.hostinfo import host_facts
     from envmatrix.store import open_store
+    from envmatrix.store.lock import exclusive
     from envmatrix.sweep import run_sweep
 
     console = make_console()
@@ -188,7 +210,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     run_dir = os.path.abspath(args.out or os.path.join("reports", "runs", "bench"))
     os.makedirs(run_dir, exist_ok=True)
     results, code = [], 0
-    with open_store(f"sqlite:///{os.path.join(run_dir, 'results.sqlite')}") as store:
+    db = os.path.join(run_dir, "results.sqlite")
+    with exclusive(db, args.command_line), open_store(f"sqlite:///{db}") as store:
         for inp in inputs:
             host = host_facts()
             environ = inp.probe_environment(os.environ, host)
@@ -227,6 +250,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         parser.error(f"unrecognized arguments: {' '.join(stray)}")
     if extra:
         args.overrides = [*args.overrides, *extra]
+    words = list(sys.argv[1:] if argv is None else argv)
+    args.command_line = shlex.join(["envmatrix", *words])
+    previous = _on_sigint(_first_interrupt)
     try:
         return args.func(args)
     except EnvmatrixError as exc:
@@ -235,8 +261,31 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"envmatrix: error: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
-        print("envmatrix: interrupted; completed results are in the store, rerun the same command to resume", file=sys.stderr)
-        return 130
+        # --rerun would measure everything again; resuming means the same command without it.
+        resume = shlex.join(["envmatrix", *(w for w in words if w != "--rerun")])
+        print(f"envmatrix: interrupted; finished runs are in the store, resume with: {resume}", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    finally:
+        _on_sigint(previous)
+
+
+def _first_interrupt(signum, frame):
+    # The unwinding that follows kills the ranks' process groups; if it hangs, a second Ctrl-C
+    # leaves at once (ranks die with us through PR_SET_PDEATHSIG, the store is transactional).
+    _on_sigint(_second_interrupt)
+    raise KeyboardInterrupt
+
+
+def _second_interrupt(signum, frame):
+    os.write(2, b"envmatrix: interrupted again; leaving now\n")
+    os._exit(EXIT_INTERRUPTED)
+
+
+def _on_sigint(handler):
+    try:
+        return signal.signal(signal.SIGINT, handler)
+    except (ValueError, TypeError):  # not the main thread, or no handler to restore
+        return None
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import sys
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Optional
@@ -42,6 +43,7 @@ class SweepProgress:
         return (time.time() - self.started) / self.done * self.remaining
 
 
+DRY_RUN_PORT = 29500  # torch's default; a real run picks a free port when it launches
 Listener = Callable[[str, SweepProgress, Optional[ProbeResult]], None]
 
 
@@ -73,7 +75,7 @@ def run_sweep(
             continue
         progress.current = run
         notify("run", progress, None)
-        workdir = os.path.join(run_dir, "logs", f"{run.grid.label}_{_safe(run.setup.name)}_{run.key}", f"{time.strftime('%Y%m%dT%H%M%S')}-{time.time_ns() % 10**9:09d}")
+        workdir = run_workdir(run_dir, run, f"{time.strftime('%Y%m%dT%H%M%S')}-{time.time_ns() % 10**9:09d}")
         result = execute(run, launcher, probe, workdir, inherited_env, pins, gpus)
         result.sweep_id, result.host = sid, host
         store.put(result)
@@ -90,6 +92,30 @@ def run_sweep(
     for result in results:
         result.setup = by_key[result.run_key].setup.to_json()
     return sid, runs, results
+
+
+def dry_run(inp: SweepInput, runs: list[Run], run_dir: str, base_env: Mapping[str, str], inherited_env: Mapping[str, str],
+            pins: Mapping[str, str], gpus: int, python: str = sys.executable) -> list[dict]:
+    """Per run, the exact launch (argv, env, shell line) that run_sweep would start; starts nothing.
+
+    Only the port differs from a real run (picked free at launch time); the result dir is
+    logs/<run>/dry-run instead of a timestamp.
+    """
+    from envmatrix.execution.runner import launch_context
+    from envmatrix.launchers.render import plan_json
+
+    launcher, probe = inp.make_launcher(), get_probe(inp.probe.name)
+    out = []
+    for i, run in enumerate(runs, 1):
+        workdir = run_workdir(run_dir, run, "dry-run")
+        plan = launcher.build(run, launch_context(run, probe, workdir, inherited_env, pins, gpus, python, DRY_RUN_PORT))
+        out.append({"index": i, "grid": run.grid.label, "setup": run.setup.name, "run_key": run.key,
+                    "launcher": inp.launcher, **plan_json(plan, base_env, workdir)})
+    return out
+
+
+def run_workdir(run_dir: str, run: Run, attempt: str) -> str:
+    return os.path.join(run_dir, "logs", f"{run.grid.label}_{_safe(run.setup.name)}_{run.key}", attempt)
 
 
 def _safe(name: str) -> str:

@@ -91,6 +91,27 @@ def _killpg(pid: int) -> None:
         os.killpg(pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+    _kill_session(pid)
+
+
+def _kill_session(sid: int) -> None:
+    """SIGKILL what is left in the child's session: mpirun puts ranks in process groups of their own,
+    and a rank still starting when mpirun dies misses its death signal. The kernel keeps a session
+    id from being reused while any member lives, so this never reaches an unrelated process."""
+    try:
+        entries = os.listdir("/proc")
+    except OSError:  # not Linux
+        return
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as fh:
+                fields = fh.read().rsplit(b")", 1)[1].split()
+            if int(fields[3]) == sid:  # stat field 6: session id
+                os.kill(int(entry), signal.SIGKILL)
+        except (OSError, IndexError, ValueError):
+            continue
 
 
 def run_group(
@@ -168,11 +189,12 @@ def run_group(
             time.sleep(poll_s)
         return [o for o in outcomes if o is not None]
     finally:
-        for proc in procs:
-            if proc is not None and proc.poll() is None:
-                _killpg(proc.pid)
-                proc.wait()
-            elif proc is not None:
-                _killpg(proc.pid)
+        # Also the Ctrl-C path: kill every group first, then reap, so a sweep stops in one pass. Only
+        # unreaped children: a reaped one was cleaned up when reaped, and its pid may belong to another by now.
+        live = [proc for proc in procs if proc is not None and proc.returncode is None]
+        for proc in live:
+            _killpg(proc.pid)
+        for proc in live:
+            proc.wait()
         for log in log_files:
             log.close()

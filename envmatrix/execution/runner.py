@@ -50,6 +50,13 @@ def intended_setup_env(setup: Setup) -> dict[str, str]:
     return {k: v for k, v in materialize(base, setup.atoms).items() if k in setup.variables}
 
 
+def launch_context(run: Run, probe: Probe, workdir: str, inherited_env: Mapping[str, str], pins: Mapping[str, str],
+                   gpus: int, python: str, port: int) -> LaunchContext:
+    """What the launcher builds from; --dry-run renders the same plan without starting it."""
+    return LaunchContext(workdir=workdir, inherited_env=inherited_env, pins=pins, rank_argv=probe.rank_argv(run.probe, python),
+                         probe_env=probe.rank_env(run.probe), port=port, gpus=gpus)
+
+
 def execute(
     run: Run,
     launcher: Launcher,
@@ -61,16 +68,7 @@ def execute(
     python: str = sys.executable,
 ) -> ProbeResult:
     os.makedirs(workdir, exist_ok=True)
-    ctx = LaunchContext(
-        workdir=workdir,
-        inherited_env=inherited_env,
-        pins=pins,
-        rank_argv=probe.rank_argv(run.probe, python),
-        probe_env=probe.rank_env(run.probe),
-        port=free_port(),
-        gpus=gpus,
-    )
-    plan = launcher.build(run, ctx)
+    plan = launcher.build(run, launch_context(run, probe, workdir, inherited_env, pins, gpus, python, free_port()))
     params = run.probe.params
     started = time.time()
     outcomes = run_group(plan.processes, timeout_s=float(params["timeout_s"]), grace_s=float(params.get("grace_s", 5.0)))

@@ -1,0 +1,41 @@
+"""The ``mpi`` probe: the MPI layer on its own, no torch and no NCCL.
+
+Each rank checks that MPI_COMM_WORLD agrees with what the launcher told it (size and rank;
+ranks started as MPI singletons each see a world of 1), allreduces a value-checked buffer
+through mpi4py, and gathers hostnames (on real nodes: one host per node, ppn ranks each).
+Run it under the same launcher as an NCCL sweep: if it fails too, the launch or MPI is
+broken; if it passes, look at NCCL. mpi4py is an optional extra (``pip install
+'envmatrix[mpi]'``); a rank without it reports ``unresolved`` with that one line.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from envmatrix.errors import ConfigError
+from envmatrix.planning.plan import ProbeSpec
+from envmatrix.probes.base import Probe, register
+from envmatrix.probes.builtin import BuiltinProbe
+
+MPI4PY_MISSING = "mpi4py is not installed for {python}; install it with: pip install 'envmatrix[mpi]' (needs an MPI library such as OpenMPI)"
+
+
+@register
+class MpiProbe(Probe):
+    name = "mpi"
+    defaults = {"numel": 1024, "timeout_s": 60.0, "grace_s": 5.0}
+
+    def normalize(self, params: dict[str, Any], where: str, backend: str) -> dict[str, Any]:
+        if not isinstance(params["numel"], int) or isinstance(params["numel"], bool) or params["numel"] < 1:
+            raise ConfigError(f"{where}.numel: {params['numel']!r} not allowed; allowed: an integer >= 1")
+        return super().normalize(params, where, backend)
+
+    def rank_argv(self, spec: ProbeSpec, python: str) -> tuple[str, ...]:
+        return (python, "-m", "envmatrix.probes.mpi_rank")
+
+    def rank_env(self, spec: ProbeSpec) -> dict[str, str]:
+        return {"ENVMATRIX_PROBE": json.dumps(spec.params, sort_keys=True)}
+
+    # Ranks write the same phase/outcome report as the built-in probe; judge it the same way.
+    interpret = BuiltinProbe.interpret
