@@ -13,6 +13,7 @@ import sys
 import traceback
 from typing import Optional, Sequence
 
+from envmatrix import paths
 from envmatrix.errors import EnvmatrixError
 
 EXAMPLES = """examples:
@@ -88,6 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_bisect(sub)
     add_search(sub)
     add_cluster(sub)
+    from envmatrix.cli_configs import add_parsers as add_configs; add_configs(sub)  # noqa: E702
     return parser
 
 
@@ -148,8 +150,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if args.dry_run:
         print_plan(console, inp, runs)
         return 0
-    run_dir = os.path.abspath(args.out or os.path.join("reports", "runs", inp.name))
-    os.makedirs(run_dir, exist_ok=True)
+    run_dir = paths.run_dir(args.out, inp.name)
     host = host_facts()
     environ = inp.probe_environment(os.environ, host)
     with open_store(f"sqlite:///{os.path.join(run_dir, 'results.sqlite')}") as store:
@@ -180,8 +181,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     base, gpus, pins = _prepare(args)
     backends = [b.strip() for b in (args.backends or base.backend).split(",") if b.strip()]
     inputs = [prepare_bench(dataclasses.replace(base, backend=resolve_backend(b, len(gpus))), args, len(gpus)) for b in backends]
-    run_dir = os.path.abspath(args.out or os.path.join("reports", "runs", "bench"))
-    os.makedirs(run_dir, exist_ok=True)
+    run_dir = paths.run_dir(args.out, "bench")
     results, code = [], 0
     with open_store(f"sqlite:///{os.path.join(run_dir, 'results.sqlite')}") as store:
         for inp in inputs:
