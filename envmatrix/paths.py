@@ -108,7 +108,7 @@ def run_dir(out: str | None, name: str, create: bool = True) -> str:
     """
     if out is not None:
         if "\x00" in out or not out.strip():
-            raise ConfigError(f"--out {out!r}: not a usable directory name; give a directory path")
+            raise ConfigError(f"--out {out!r}: empty or contains a NUL byte; give a directory path")
         path = os.path.abspath(os.path.expanduser(out))
     else:
         path = under(os.path.abspath(RUNS_DIR), check_name(name, "name"))
