@@ -13,7 +13,7 @@ import sys
 import traceback
 from typing import Optional, Sequence
 
-from envmatrix import paths
+from envmatrix import paths as em_paths
 from envmatrix.errors import EnvmatrixError
 
 EXAMPLES = """examples:
@@ -150,7 +150,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if args.dry_run:
         print_plan(console, inp, runs)
         return 0
-    run_dir = paths.run_dir(args.out, inp.name)
+    run_dir = em_paths.run_dir(args.out, inp.name)
     host = host_facts()
     environ = inp.probe_environment(os.environ, host)
     with open_store(f"sqlite:///{os.path.join(run_dir, 'results.sqlite')}") as store:
@@ -181,7 +181,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     base, gpus, pins = _prepare(args)
     backends = [b.strip() for b in (args.backends or base.backend).split(",") if b.strip()]
     inputs = [prepare_bench(dataclasses.replace(base, backend=resolve_backend(b, len(gpus))), args, len(gpus)) for b in backends]
-    run_dir = paths.run_dir(args.out, "bench")
+    run_dir = em_paths.run_dir(args.out, "bench")
     results, code = [], 0
     with open_store(f"sqlite:///{os.path.join(run_dir, 'results.sqlite')}") as store:
         for inp in inputs:

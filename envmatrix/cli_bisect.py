@@ -9,7 +9,7 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from envmatrix import paths
+from envmatrix import paths as em_paths
 from envmatrix.errors import ConfigError, did_you_mean
 
 EXAMPLES = """examples:
@@ -78,6 +78,10 @@ def _targets(inp: Any, args: argparse.Namespace, run_dir: str, store: Any, catal
             raise ConfigError(f"--env-file {path}: no variable assignments in it, so nothing to bisect; "
                               "give a file with export KEY=VALUE or KEY=VALUE lines")
         catalog.validate_setup(Setup(path.stem, tuple(atoms)), where=str(path), allow_unknown=args.allow_unknown_vars)
+        from envmatrix.config.resolve import check_pins
+        from envmatrix.env.merge import caller_pins
+
+        check_pins([Setup(path.stem, tuple(atoms))], caller_pins(), str(path))  # as a config setup would be
         grid = parse_grid(args.grid, "--grid") if args.grid else inp.grids[0]
         return [(path.stem, grid, atoms)]
     grid = parse_grid(args.failing, "--failing")
@@ -119,7 +123,7 @@ def cmd_bisect(args: argparse.Namespace) -> int:
         if args.baseline not in named:
             raise ConfigError(f"--baseline {args.baseline!r}: not a setup of {inp.conf_file.name}{did_you_mean(args.baseline, named)}; allowed: {', '.join(named)}")
         baseline = list(named[args.baseline].atoms)
-    run_dir = paths.run_dir(args.out, inp.name, create=False)
+    run_dir = em_paths.run_dir(args.out, inp.name, create=False)
     if args.failing and not os.path.exists(os.path.join(run_dir, "results.sqlite")):
         raise ConfigError(f"--failing {args.failing}: no store at {run_dir}/results.sqlite; run `envmatrix sweep` for this config first or pass --out")
     if args.versions or args.versions_file:

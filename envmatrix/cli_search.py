@@ -11,7 +11,7 @@ import argparse
 import os
 from typing import Any, Sequence
 
-from envmatrix import paths
+from envmatrix import paths as em_paths
 from envmatrix.errors import ConfigError, require
 
 SEARCH_EXAMPLES = """examples:
@@ -112,7 +112,7 @@ def cmd_search(args: argparse.Namespace) -> int:
     from envmatrix.store import open_store
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    run_dir = paths.run_dir(args.out, inp.name)
+    run_dir = em_paths.run_dir(args.out, inp.name)
     url = settings.storage or f"sqlite:///{os.path.join(run_dir, 'study.sqlite')}"
     storage = make_storage(url)
     sampler = make_sampler(settings.sampler, settings.seed, len(space.allowed_rows()))

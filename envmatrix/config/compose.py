@@ -144,6 +144,7 @@ def compose_config(overrides: Sequence[str]) -> tuple[Any, Path]:
     for key in content:
         if key not in allowed:
             raise ConfigError(f"{conf_file}: unknown key {key!r}{suggest_key(str(key))}; allowed: {', '.join(allowed)}")
+    _check_override_syntax(rest)
     rest = [_open_mapping_override(o) for o in rest]
     for item in rest:
         top = item.lstrip("+~").split("=", 1)[0].split(".", 1)[0]
@@ -164,6 +165,21 @@ def compose_config(overrides: Sequence[str]) -> tuple[Any, Path]:
         raise ConfigError(_explain(exc, conf_file, rest)) from None
     OmegaConf.set_readonly(cfg, True)
     return cfg, conf_file
+
+
+def _check_override_syntax(overrides: Sequence[str]) -> None:
+    """Name the override Hydra cannot parse (its own message does not), and how to pass the value literally."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    parser = OverridesParser.create()
+    for item in overrides:
+        try:
+            parser.parse_override(item)
+        except HydraException as exc:
+            key, _, value = item.partition("=")
+            fix = f"quote the value so it passes literally: {key}='{value}'" if "'" not in value else "remove the quotes inside the value"
+            raise ConfigError(f"override {item}: Hydra cannot parse it ({_one_line(exc)}); {fix}") from None
 
 
 # Schema fields that are free-form mappings: a dotted override may create keys the config lacks
