@@ -132,3 +132,38 @@ def test_conf_found_from_any_cwd(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert _resolve("conf=aws_ofi", "grids=[1x2]").name == "aws_ofi"
     assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("override, check", [
+    ("name=other", lambda inp: inp.name == "other"),
+    ("description=hello", lambda inp: inp.config["description"] == "hello"),
+    ("backend=gloo", lambda inp: inp.backend == "gloo"),
+    ("grids=[1x2,2x1]", lambda inp: [g.label for g in inp.grids] == ["1x2", "2x1"]),
+    ("launcher=local", lambda inp: inp.launcher == "local"),
+    ("setups.new.NCCL_PROTO=Simple", lambda inp: "new" in {s.name for s in inp.setups}),
+    ("strategies=[{kind:product,base:null,vars:{NCCL_ALGO:[Ring,Tree]}}]", lambda inp: len(inp.setups) == 6),
+    ("probe.timeout_s=7", lambda inp: inp.probe.params["timeout_s"] == 7),
+    ("probe.collectives=[allreduce]", lambda inp: inp.probe.params["collectives"] == ["allreduce"]),
+    ("seed=3", lambda inp: inp.seed == 3),
+    ("max_local_ranks=8", lambda inp: inp.config["max_local_ranks"] == 8),
+    ("search.trials=2", lambda inp: inp.config["search"]["trials"] == 2),
+    ("search.space.NCCL_ALGO=[Ring,Tree]", lambda inp: inp.config["search"]["space"]["NCCL_ALGO"] == ["Ring", "Tree"]),
+    ("hosts=[h1,h2]", lambda inp: inp.hosts == ("h1", "h2")),
+    ("launcher_opts.mpirun.emulate=auto", lambda inp: inp.config["launcher_opts"]["mpirun"]["emulate"] == "auto"),
+    ("hermetic=true", lambda inp: inp.hermetic is True),
+])
+def test_every_documented_key_is_settable_by_a_dotted_override(override, check):
+    from envmatrix.config.schema import SweepSchema
+
+    assert override.split("=", 1)[0].split(".", 1)[0] in SweepSchema.__dataclass_fields__
+    assert check(_resolve("conf=default", "grids=[1x2]", override))
+
+
+def test_the_key_table_above_covers_every_schema_field():
+    from pathlib import Path
+
+    from envmatrix.config.schema import SweepSchema
+
+    source = Path(__file__).read_text()
+    for key in SweepSchema.__dataclass_fields__:
+        assert f'("{key}' in source, f"{key} has no dotted-override case"
