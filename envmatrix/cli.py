@@ -153,7 +153,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     run_dir = em_paths.run_dir(args.out, inp.name)
     host = host_facts()
     environ = inp.probe_environment(os.environ, host)
-    with open_store(f"sqlite:///{os.path.join(run_dir, 'results.sqlite')}") as store:
+    with open_store(em_paths.store_url(run_dir)) as store:
         listener = LiveProgress(console) if console.is_terminal else LineProgress(console)
         _, runs, results = run_sweep(inp, store, run_dir, environ, pins, len(gpus), host, rerun=args.rerun, listener=listener)
     matrix = build_matrix(runs, results)
@@ -183,7 +183,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     inputs = [prepare_bench(dataclasses.replace(base, backend=resolve_backend(b, len(gpus))), args, len(gpus)) for b in backends]
     run_dir = em_paths.run_dir(args.out, "bench")
     results, code = [], 0
-    with open_store(f"sqlite:///{os.path.join(run_dir, 'results.sqlite')}") as store:
+    with open_store(em_paths.store_url(run_dir)) as store:
         for inp in inputs:
             host = host_facts()
             environ = inp.probe_environment(os.environ, host)

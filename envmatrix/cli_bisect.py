@@ -134,7 +134,7 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     early = _targets(inp, args, run_dir, None, catalog) if args.env_file else None
     os.makedirs(run_dir, exist_ok=True)
     reports = []
-    with open_store(f"sqlite:///{os.path.join(run_dir, 'results.sqlite')}") as store:
+    with open_store(em_paths.store_url(run_dir)) as store:
         targets = early or _targets(inp, args, run_dir, store, catalog)
         for name, grid, atoms in targets:
             from envmatrix.planning.grid import check_fits

@@ -125,7 +125,7 @@ def cmd_search(args: argparse.Namespace) -> int:
                   f"trials={settings.trials}, sampler {settings.sampler} (seed {settings.seed}), grids {', '.join(grids)}; "
                   f"storage {_redact(url)}", markup=False)
     aborted = None
-    with open_store(f"sqlite:///{os.path.join(run_dir, 'results.sqlite')}") as store:
+    with open_store(em_paths.store_url(run_dir)) as store:
         store.open_sweep(sweep_id, {"config": inp.config, "conf_file": str(inp.conf_file), "study": settings.study_name})
         host = host_facts()
         evaluator = ProbeEvaluator(inp.grids, inp.probe, inp.backend, inp.launcher_key, objectives, store, run_dir, sweep_id,
