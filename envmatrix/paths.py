@@ -97,7 +97,7 @@ def under(parent: str | os.PathLike, *parts: str) -> str:
     path = os.path.realpath(os.path.join(base, *parts))
     if path != base and not path.startswith(base + os.sep):
         raise ConfigError(f"{os.path.join(str(parent), *parts)}: resolves to {path}, outside {base}; "
-                          "use a name without '..' or a symlink leaving that directory")
+                          "use another name, or pass --out DIR to write there on purpose")
     return path
 
 
