@@ -132,3 +132,36 @@ def test_require_names_the_extra_in_one_line():
         require("envmatrix_no_such_module", "search", "envmatrix search")
     assert str(err.value) == ("envmatrix search needs envmatrix_no_such_module, which is not installed; "
                               "install envmatrix[search] (pip install 'envmatrix[search]')")
+
+
+# Runs the CLI with optuna and torch unimportable, as in a base install (no extras).
+_NO_EXTRAS = """
+import sys
+class Block:
+    def find_spec(self, name, path=None, target=None):
+        if name.split('.')[0] in ('optuna', 'torch'):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+sys.meta_path.insert(0, Block())
+from envmatrix.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def _no_extras(tmp_path, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "200"}
+    return subprocess.run([sys.executable, "-c", _NO_EXTRAS, *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_without_extras_help_and_dry_runs_work_and_search_names_its_extra(tmp_path):
+    commands = [ln.split()[0] for ln in _no_extras(tmp_path, "--help").stdout.splitlines() if ln.startswith("    ") and ln.split()]
+    assert {"sweep", "bench", "bisect", "search", "export", "configs"} <= set(commands)
+    for cmd in commands:
+        proc = _no_extras(tmp_path, cmd, "--help")
+        assert proc.returncode == 0 and "usage:" in proc.stdout, (cmd, proc.stderr)
+    for argv in (["sweep", "--dry-run"], ["sweep", "conf=aws_ofi", "--dry-run"], ["search", "conf=search_demo", "--dry-run"]):
+        proc = _no_extras(tmp_path, *argv)
+        assert proc.returncode == 0, (argv, proc.stderr)
+    for argv in (["search", "conf=search_demo"], ["export", "--out", str(tmp_path)]):
+        proc = _no_extras(tmp_path, *argv)
+        assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "install envmatrix[search]" in proc.stderr, proc.stderr
+    assert list(tmp_path.iterdir()) == []
