@@ -167,3 +167,15 @@ def test_the_key_table_above_covers_every_schema_field():
     source = Path(__file__).read_text()
     for key in SweepSchema.__dataclass_fields__:
         assert f'("{key}' in source, f"{key} has no dotted-override case"
+
+
+def test_configs_command_lists_every_bundled_config(capsys):
+    from envmatrix.cli import main
+    from envmatrix.config.compose import CONF_DIR
+
+    assert main(["configs"]) == 0
+    out = capsys.readouterr().out
+    names = sorted(p.stem for p in CONF_DIR.glob("*.yaml") if p.stem != "config")
+    listed = [ln.split()[0] for ln in out.splitlines()[: len(names)]]
+    assert listed == names
+    assert "Seed 003" in out and f"{len(names)} configs in {CONF_DIR}" in out
