@@ -16,6 +16,7 @@ import sys
 import traceback
 from typing import Optional, Sequence
 
+from envmatrix import paths as em_paths
 from envmatrix.errors import EXIT_INTERRUPTED, ConfigError, EnvmatrixError
 
 EXAMPLES = """examples:
@@ -95,6 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_search(sub)
     add_cluster(sub)
     __import__("envmatrix.cli_report").cli_report.add_parsers(sub)
+    from envmatrix.cli_configs import add_parsers as add_configs; add_configs(sub)  # noqa: E702
     return parser
 
 
@@ -157,7 +159,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     console = make_console()
     inp, gpus, pins = _prepare(args)
     runs = plan_sweep(inp)
-    run_dir = os.path.abspath(args.out or os.path.join("reports", "runs", inp.name))
+    run_dir = em_paths.run_dir(args.out, inp.name, create=False)
     if args.json and not args.dry_run:
         raise ConfigError("--json: only with --dry-run; allowed: --dry-run --json")
     if args.dry_run:
@@ -171,11 +173,11 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         else:
             print_plan(console, inp, runs, launches)
         return 0
-    os.makedirs(run_dir, exist_ok=True)
+    run_dir = em_paths.run_dir(args.out, inp.name)
     host = host_facts()
     environ = inp.probe_environment(os.environ, host)
     db = os.path.join(run_dir, "results.sqlite")
-    with exclusive(db, args.command_line), open_store(f"sqlite:///{db}") as store:
+    with exclusive(db, args.command_line), open_store(em_paths.store_url(run_dir)) as store:
         listener = LiveProgress(console) if console.is_terminal else LineProgress(console)
         _, runs, results = run_sweep(inp, store, run_dir, environ, pins, len(gpus), host, rerun=args.rerun, listener=listener)
     matrix = build_matrix(runs, results)
@@ -207,11 +209,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
     base, gpus, pins = _prepare(args)
     backends = [b.strip() for b in (args.backends or base.backend).split(",") if b.strip()]
     inputs = [prepare_bench(dataclasses.replace(base, backend=resolve_backend(b, len(gpus))), args, len(gpus)) for b in backends]
-    run_dir = os.path.abspath(args.out or os.path.join("reports", "runs", "bench"))
-    os.makedirs(run_dir, exist_ok=True)
+    run_dir = em_paths.run_dir(args.out, "bench")
     results, code = [], 0
     db = os.path.join(run_dir, "results.sqlite")
-    with exclusive(db, args.command_line), open_store(f"sqlite:///{db}") as store:
+    with exclusive(db, args.command_line), open_store(em_paths.store_url(run_dir)) as store:
         for inp in inputs:
             host = host_facts()
             environ = inp.probe_environment(os.environ, host)

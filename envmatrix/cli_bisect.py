@@ -9,6 +9,7 @@ import shlex
 from pathlib import Path
 from typing import Any
 
+from envmatrix import paths as em_paths
 from envmatrix.errors import ConfigError, did_you_mean
 
 EXAMPLES = """examples:
@@ -68,11 +69,20 @@ def _targets(inp: Any, args: argparse.Namespace, run_dir: str, store: Any, catal
     if args.env_file:
         path = Path(args.env_file)
         try:
-            text = path.read_text()
+            text = path.read_bytes().decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ConfigError(f"--env-file {path}: not UTF-8 text (byte {exc.start}); save it as UTF-8") from None
         except OSError as exc:
             raise ConfigError(f"--env-file {path}: cannot read ({exc.strerror})") from None
         atoms = list(parse_env_file(text, dict(os.environ), where=str(path)))
+        if not atoms:
+            raise ConfigError(f"--env-file {path}: no variable assignments in it, so nothing to bisect; "
+                              "give a file with export KEY=VALUE or KEY=VALUE lines")
         catalog.validate_setup(Setup(path.stem, tuple(atoms)), where=str(path), allow_unknown=args.allow_unknown_vars)
+        from envmatrix.config.resolve import check_pins
+        from envmatrix.env.merge import caller_pins
+
+        check_pins([Setup(path.stem, tuple(atoms))], caller_pins(), str(path))  # as a config setup would be
         grid = parse_grid(args.grid, "--grid") if args.grid else inp.grids[0]
         return [(path.stem, grid, atoms)]
     grid = parse_grid(args.failing, "--failing")
@@ -114,7 +124,7 @@ def cmd_bisect(args: argparse.Namespace) -> int:
         if args.baseline not in named:
             raise ConfigError(f"--baseline {args.baseline!r}: not a setup of {inp.conf_file.name}{did_you_mean(args.baseline, named)}; allowed: {', '.join(named)}")
         baseline = list(named[args.baseline].atoms)
-    run_dir = os.path.abspath(args.out or os.path.join("reports", "runs", inp.name))
+    run_dir = em_paths.run_dir(args.out, inp.name, create=False)
     if args.failing and not os.path.exists(os.path.join(run_dir, "results.sqlite")):
         raise ConfigError(f"--failing {args.failing}: no store at {run_dir}/results.sqlite; run `envmatrix sweep` for this config first or pass --out")
     if args.versions or args.versions_file:
@@ -125,10 +135,12 @@ def cmd_bisect(args: argparse.Namespace) -> int:
         code = run_version_bisect(args, inp, gpus, pins, probe, run_dir, console)
         after_command(run_dir, console)
         return code
+    # An env file is checked before the run directory or store exists: bad input writes nothing.
+    early = _targets(inp, args, run_dir, None, catalog) if args.env_file else None
     os.makedirs(run_dir, exist_ok=True)
     reports = []
-    with open_store(f"sqlite:///{os.path.join(run_dir, 'results.sqlite')}") as store:
-        targets = _targets(inp, args, run_dir, store, catalog)
+    with open_store(em_paths.store_url(run_dir)) as store:
+        targets = early or _targets(inp, args, run_dir, store, catalog)
         for name, grid, atoms in targets:
             from envmatrix.planning.grid import check_fits
 

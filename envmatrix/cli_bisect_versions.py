@@ -7,6 +7,7 @@ import os
 from typing import Any
 
 from envmatrix.errors import ConfigError
+from envmatrix.paths import store_url
 
 
 def run_version_bisect(args: Any, inp: Any, gpus: list, pins: dict, probe: Any, run_dir: str, console: Any) -> int:
@@ -27,9 +28,13 @@ def run_version_bisect(args: Any, inp: Any, gpus: list, pins: dict, probe: Any, 
         raise ConfigError("--versions: give at least two paths (a good one first, a bad one last)")
     for v in versions:
         version_atoms(v, args.version_mode)  # validates every path before anything runs
+    missing = [v for v in versions if not os.path.exists(v)]
+    if missing and inp.launcher == "local":
+        raise ConfigError(f"--versions {missing[0]}: no such file or directory; give NCCL builds that exist here "
+                          "(a lib directory or a libnccl.so file per version)")
     grid = parse_grid(args.grid, "--grid") if args.grid else inp.grids[0]
     os.makedirs(run_dir, exist_ok=True)
-    with open_store(f"sqlite:///{os.path.join(run_dir, 'results.sqlite')}") as store:
+    with open_store(store_url(run_dir)) as store:
         ctx = ProbeContext(grid, probe, inp.backend, inp.launcher_key, run_dir, inp.probe_environment(os.environ, host_facts()), pins, len(gpus), store, f"bisect-versions-{grid.label}", args.rerun, inp.make_launcher())
 
         def test(version: str) -> str:

@@ -11,7 +11,8 @@ import argparse
 import os
 from typing import Any, Sequence
 
-from envmatrix.errors import ConfigError
+from envmatrix import paths as em_paths
+from envmatrix.errors import ConfigError, require
 
 SEARCH_EXAMPLES = """examples:
   envmatrix search conf=search_demo                        # TPE, SQLite study in reports/runs/<name>/
@@ -100,7 +101,7 @@ def cmd_search(args: argparse.Namespace) -> int:
     if args.dry_run:
         return _print_dry_run(console, inp, settings, space, objectives)
 
-    import optuna
+    optuna = require("optuna", "search", "envmatrix search")
 
     from envmatrix.hostinfo import host_facts
     from envmatrix.search.evaluate import ProbeEvaluator
@@ -111,8 +112,7 @@ def cmd_search(args: argparse.Namespace) -> int:
     from envmatrix.store import open_store
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    run_dir = os.path.abspath(args.out or os.path.join("reports", "runs", inp.name))
-    os.makedirs(run_dir, exist_ok=True)
+    run_dir = em_paths.run_dir(args.out, inp.name)
     url = settings.storage or f"sqlite:///{os.path.join(run_dir, 'study.sqlite')}"
     storage = make_storage(url)
     sampler = make_sampler(settings.sampler, settings.seed, len(space.allowed_rows()))
@@ -125,7 +125,7 @@ def cmd_search(args: argparse.Namespace) -> int:
                   f"trials={settings.trials}, sampler {settings.sampler} (seed {settings.seed}), grids {', '.join(grids)}; "
                   f"storage {_redact(url)}", markup=False)
     aborted = None
-    with open_store(f"sqlite:///{os.path.join(run_dir, 'results.sqlite')}") as store:
+    with open_store(em_paths.store_url(run_dir)) as store:
         store.open_sweep(sweep_id, {"config": inp.config, "conf_file": str(inp.conf_file), "study": settings.study_name})
         host = host_facts()
         evaluator = ProbeEvaluator(inp.grids, inp.probe, inp.backend, inp.launcher_key, objectives, store, run_dir, sweep_id,
@@ -201,7 +201,7 @@ def _print_dry_run(console: Any, inp: Any, settings: Any, space: Any, objectives
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    import optuna
+    optuna = require("optuna", "search", "envmatrix export")
 
     from envmatrix.search.export import write_exports
     from envmatrix.search.study import _redact, make_storage

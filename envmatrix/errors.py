@@ -39,5 +39,19 @@ class StoreError(EnvmatrixError):
 
 def did_you_mean(word: str, candidates: Iterable[str]) -> str:
     """`` (did you mean X?)`` or an empty string; used by every unknown-name error."""
-    close = difflib.get_close_matches(word, list(candidates), n=1, cutoff=0.6)
+    # Never the rejected name itself: "unknown key 'hosts' (did you mean hosts?)" helps nobody.
+    close = difflib.get_close_matches(word, [c for c in candidates if c != word], n=1, cutoff=0.6)
     return f" (did you mean {close[0]}?)" if close else ""
+
+
+def require(module: str, extra: str, feature: str):
+    """Import an optional dependency, or a one-line ConfigError naming the extra that installs it."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        if exc.name != module.split(".")[0]:
+            raise
+        raise ConfigError(f"{feature} needs {module}, which is not installed; install envmatrix[{extra}] "
+                          f"(pip install 'envmatrix[{extra}]')") from None

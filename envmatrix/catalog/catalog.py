@@ -20,8 +20,9 @@ import yaml
 from envmatrix.catalog.domains import Domain, PathListDomain, literal, parse_domain
 from envmatrix.env.atoms import PATH_OPS, SET, UNSET, Atom, Setup
 from envmatrix.errors import ConfigError, did_you_mean
+from envmatrix.paths import search_spaces_dir
 
-SEARCH_SPACES_DIR = Path(__file__).resolve().parents[2] / "search_spaces"
+SEARCH_SPACES_DIR = search_spaces_dir()
 
 # Prefixes the catalogs claim to cover; an unknown name here is most likely a typo.
 CATALOG_FAMILIES = ("NCCL_", "FI_", "GLOO_", "TORCH_", "NVSHMEM_", "CUDA_", "UCX_")
@@ -165,6 +166,7 @@ def _construct_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: b
 
 
 _UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+UniqueKeyLoader = _UniqueKeyLoader  # config files use it too (duplicate setup names)
 
 
 def _display(path: Path) -> str:

@@ -14,9 +14,9 @@ from typing import Any, Sequence
 import yaml
 
 from envmatrix.errors import ConfigError, did_you_mean
+from envmatrix.paths import conf_dir
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-CONF_DIR = REPO_ROOT / "conf"
+CONF_DIR = conf_dir()
 DEFAULT_CONF = "default"
 
 
@@ -24,38 +24,84 @@ def available_confs() -> list[str]:
     return sorted(p.stem for p in CONF_DIR.glob("*.yaml") if p.stem != "config")
 
 
-def resolve_conf_file(value: str | None) -> Path:
+def resolve_conf_file(value: str | None, near: Path | None = None) -> Path:
+    """A file path, else a config name looked up next to ``near`` (the including file), then in the packaged conf/."""
     value = value or DEFAULT_CONF
+    if "\x00" in value:
+        raise ConfigError(f"conf={value!r}: contains a NUL byte; give a file path or a config name")
     candidates = [Path(value).expanduser()]
     if not Path(value).is_absolute():
-        candidates += [CONF_DIR / value, CONF_DIR / f"{value}.yaml"]
+        for folder in ([near] if near is not None else []) + [CONF_DIR]:
+            candidates += [folder / value, folder / f"{value}.yaml"]
     for path in candidates:
         if path.is_file():
             return path.resolve()
+    if any(p.is_dir() for p in candidates):
+        raise ConfigError(f"conf={value}: is a directory; give a YAML file or one of {', '.join(available_confs())}")
     stem = Path(value).stem
     raise ConfigError(
         f"conf={value}: no such config file{did_you_mean(stem, available_confs())}; "
-        f"allowed: a file path or one of {', '.join(available_confs())} (in {CONF_DIR})"
+        f"allowed: a file path or one of {', '.join(available_confs())} (in {CONF_DIR}; list them with envmatrix configs)"
     )
 
 
-def load_yaml_mapping(path: Path) -> dict[str, Any]:
+def read_yaml_mapping(path: Path) -> dict[str, Any]:
+    """One YAML file as a mapping; duplicate keys (e.g. a setup named twice) and non-UTF-8 text are errors."""
+    from envmatrix.catalog.catalog import UniqueKeyLoader
+
     try:
-        data = yaml.safe_load(path.read_text())
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start}); save the config as UTF-8") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read ({exc.strerror})") from None
+    try:
+        data = yaml.load(text, Loader=UniqueKeyLoader)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise ConfigError(f"{where}: malformed YAML ({problem}); fix the syntax at that line") from None
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read ({exc.strerror})") from None
     if data is None:
         return {}
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: top level is a {type(data).__name__}; allowed: a mapping of config keys")
-    if "defaults" in data:
-        data = {k: v for k, v in data.items() if k != "defaults"}
     return data
+
+
+def load_yaml_mapping(path: Path, _chain: tuple[Path, ...] = ()) -> dict[str, Any]:
+    """The file's content with its Hydra defaults list applied (``defaults: [aws_ofi, _self_]``).
+
+    Entries name other configs (next to this file, else the packaged ones); they and ``_self_`` merge in
+    list order the way Hydra merges them (mappings deep-merged, later wins; ``_self_`` last when absent).
+    Group entries and overrides (``probe: command``, ``override ...``) are refused in one line.
+    """
+    from omegaconf import OmegaConf
+
+    if path in _chain:
+        raise ConfigError(f"{path}: defaults list includes itself ({' -> '.join(p.name for p in (*_chain, path))})")
+    data = read_yaml_mapping(path)
+    defaults = data.pop("defaults", None)
+    if defaults is None:
+        return data
+    if not isinstance(defaults, list):
+        raise ConfigError(f"{path}: defaults: {defaults!r} is not a list; write defaults: [other_config, _self_]")
+    if "_self_" not in defaults:
+        defaults = [*defaults, "_self_"]
+    parts = []
+    for entry in defaults:
+        if entry == "_self_":
+            parts.append(data)
+            continue
+        if not isinstance(entry, str) or entry.startswith(("override ", "optional ")) or "@" in entry:
+            raise ConfigError(
+                f"{path}: defaults entry {entry!r} can't be honoured; allowed: names of other configs and _self_ "
+                f"(set a probe or launcher with probe.name=... / launcher=... keys instead)"
+            )
+        other = resolve_conf_file(entry.lstrip("/"), near=path.parent)
+        parts.append(load_yaml_mapping(other, (*_chain, path)))
+    merged = OmegaConf.to_container(OmegaConf.merge(*[OmegaConf.create(p) for p in parts]), resolve=False)
+    return dict(merged)
 
 
 def split_conf_override(overrides: Sequence[str]) -> tuple[str | None, list[str]]:
@@ -97,7 +143,13 @@ def compose_config(overrides: Sequence[str]) -> tuple[Any, Path]:
     allowed = list(SweepSchema.__dataclass_fields__)
     for key in content:
         if key not in allowed:
-            raise ConfigError(f"{conf_file}: unknown key {key!r}{did_you_mean(str(key), allowed)}; allowed: {', '.join(allowed)}")
+            raise ConfigError(f"{conf_file}: unknown key {key!r}{suggest_key(str(key))}; allowed: {', '.join(allowed)}")
+    _check_override_syntax(rest)
+    rest = [_open_mapping_override(o) for o in rest]
+    for item in rest:
+        top = item.lstrip("+~").split("=", 1)[0].split(".", 1)[0]
+        if "=" in item and top not in allowed and top not in ("probe", "hydra"):
+            raise ConfigError(f"override {item}: unknown key {top!r}{suggest_key(top)}; allowed: {', '.join(allowed)}")
     store = ConfigStore.instance()
     store.store(name="envmatrix_schema", node=SweepSchema)
     store.store(group="conf", name="selected", node=content, package="_global_")
@@ -115,6 +167,62 @@ def compose_config(overrides: Sequence[str]) -> tuple[Any, Path]:
     return cfg, conf_file
 
 
+def _check_override_syntax(overrides: Sequence[str]) -> None:
+    """Name the override Hydra cannot parse (its own message does not), and how to pass the value literally."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    parser = OverridesParser.create()
+    for item in overrides:
+        try:
+            parser.parse_override(item)
+        except HydraException as exc:
+            key, _, value = item.partition("=")
+            fix = f"quote the value so it passes literally: {key}='{value}'" if "'" not in value else "remove the quotes inside the value"
+            raise ConfigError(f"override {item}: Hydra cannot parse it ({_one_line(exc)}); {fix}") from None
+
+
+# Schema fields that are free-form mappings: a dotted override may create keys the config lacks
+# (launcher_opts.mpirun.extra_args=[...]); the owning module then checks them with its own did-you-mean.
+OPEN_MAPPINGS = ("setups", "probe", "search", "launcher_opts")
+
+
+def _open_mapping_override(item: str) -> str:
+    """``launcher_opts.mpirun.x=1`` -> ``++launcher_opts.mpirun.x=1`` (Hydra: add or override)."""
+    if item.startswith(("+", "~")) or "=" not in item:
+        return item
+    key = item.split("=", 1)[0]
+    return f"++{item}" if "." in key and key.split(".", 1)[0] in OPEN_MAPPINGS else item
+
+
+def nested_keys() -> dict[str, list[str]]:
+    """Documented keys one level down, for suggestions such as trials -> search.trials."""
+    from envmatrix.launchers.shim import COMMON_OPTIONS
+    from envmatrix.probes import get_probe, probe_names
+    from envmatrix.search.study import SETTINGS_DEFAULTS
+
+    probe = sorted({"name", *(k for n in probe_names() for k in get_probe(n).defaults)})
+    return {"probe": probe, "search": list(SETTINGS_DEFAULTS), "launcher_opts.<launcher>": list(COMMON_OPTIONS)}
+
+
+def suggest_key(key: str) -> str:
+    """`` (did you mean X?)`` over top-level keys, then over probe.*, search.* and launcher_opts.<launcher>.*."""
+    from envmatrix.config.schema import SweepSchema
+
+    top = did_you_mean(key, SweepSchema.__dataclass_fields__)
+    if top:
+        return top
+    for parent, keys in nested_keys().items():
+        if key in keys:
+            return f" (did you mean {parent}.{key}?)"
+    dotted = [f"{parent}.{k}" for parent, keys in nested_keys().items() for k in keys]
+    close = did_you_mean(key, [d.rsplit(".", 1)[1] for d in dotted])
+    if close:
+        word = close[len(" (did you mean "):-2]
+        return f" (did you mean {next(d for d in dotted if d.endswith('.' + word))}?)"
+    return ""
+
+
 def _explain(exc: BaseException, conf_file: Path, overrides: Sequence[str]) -> str:
     from envmatrix.config.schema import SweepSchema
 
@@ -127,7 +235,7 @@ def _explain(exc: BaseException, conf_file: Path, overrides: Sequence[str]) -> s
         return f"override {bad}: a comma list needs brackets here; write {key}=[{bad.split('=', 1)[-1]}]"
     if "Key '" in full and "not in" in full:
         key = full.split("Key '", 1)[1].split("'", 1)[0]
-        return f"overrides: unknown key {key!r}{did_you_mean(key, keys)}; allowed: {', '.join(keys)}"
+        return f"overrides: unknown key {key!r}{suggest_key(key)}; allowed: {', '.join(keys)}"
     for line in full.splitlines():
         if "could not be converted" in line or line.strip().startswith("Value '"):
             key = next((ln.split(":", 1)[1].strip() for ln in full.splitlines() if "full_key:" in ln), "?")

@@ -11,7 +11,8 @@ from typing import Any, Mapping, Sequence
 
 from envmatrix.env.atoms import UNSET, Setup
 from envmatrix.env.merge import SAFETY_PINS
-from envmatrix.errors import ConfigError
+from envmatrix.errors import ConfigError, did_you_mean
+from envmatrix.paths import check_name
 from envmatrix.planning.grid import Grid, auto_grids, check_fits, parse_grids
 from envmatrix.planning.plan import ProbeSpec
 
@@ -83,6 +84,29 @@ class CatalogValues:
         return var in SAFETY_PINS or bool(spec is not None and spec.pinned)
 
 
+def check_launcher_opts(opts: Mapping[str, Any]) -> None:
+    """launcher_opts is keyed by launcher name; an option one level too high is named as such."""
+    from envmatrix.launchers import get_launcher, launcher_names
+    from envmatrix.launchers.shim import COMMON_OPTIONS
+
+    for key, value in opts.items():
+        if key in launcher_names():
+            if value is not None and not isinstance(value, Mapping):
+                raise ConfigError(f"launcher_opts.{key}: {value!r} is not a mapping; allowed: options such as "
+                                  f"launcher_opts.{key}.extra_args=[...]")
+            # Checked here too, not only at launch, so a dry run or another launcher's block is caught early.
+            defaults = getattr(get_launcher(key), "option_defaults", None)
+            allowed = {**COMMON_OPTIONS, **defaults} if defaults is not None else None
+            for opt in (value or {}) if allowed is not None else ():
+                if opt not in allowed:
+                    raise ConfigError(f"launcher_opts.{key}: unknown key {opt!r}{did_you_mean(str(opt), allowed)}; "
+                                      f"allowed: {', '.join(sorted(allowed))}")
+            continue
+        hint = (f" ({key} is a per-launcher option: write launcher_opts.<launcher>.{key}, e.g. launcher_opts.mpirun.{key})"
+                if key in COMMON_OPTIONS else did_you_mean(str(key), launcher_names()))
+        raise ConfigError(f"launcher_opts: unknown launcher {key!r}{hint}; allowed: {', '.join(launcher_names())}")
+
+
 def check_pins(setups: Sequence[Setup], pins: Mapping[str, str], where: str) -> None:
     for setup in setups:
         for atom in setup.atoms:
@@ -110,13 +134,17 @@ def resolve(
 
     data = OmegaConf.to_container(cfg, resolve=True)
     where = conf_file.name
+    name = check_name(data.get("name") or conf_file.stem, "name")  # it names the run directory
     backend = resolve_backend(str(data["backend"]), gpus)
     grids = auto_grids(gpus if backend == "nccl" else 0) if data["grids"] in ("auto", None) else parse_grids(data["grids"])
     check_fits(grids, backend, gpus, int(data["max_local_ranks"]))
+    check_launcher_opts(data.get("launcher_opts") or {})
     launcher_opts = dict((data.get("launcher_opts") or {}).get(str(data["launcher"])) or {})
     configure_launcher(str(data["launcher"]), launcher_opts, tuple(data.get("hosts") or ()), grids, backend)
     catalog = catalog or load_catalog()
     setups = expand_setups(data.get("setups") or {}, data.get("strategies") or [], CatalogValues(catalog), int(data["seed"]), where)
+    for setup_name in data.get("setups") or {}:
+        check_name(setup_name, f"{where}: setups.{setup_name}", strict=False)
     for setup in setups:
         catalog.validate_setup(setup, where=f"{where}: setups.{setup.name}", allow_unknown=allow_unknown)
     check_pins(setups, pins, where)
@@ -124,7 +152,7 @@ def resolve(
     probe = get_probe(str(probe_params.pop("name", "builtin")))
     spec = probe.spec(probe_params, where="probe", backend=backend)
     return SweepInput(
-        name=str(data.get("name") or conf_file.stem),
+        name=name,
         conf_file=conf_file,
         backend=backend,
         grids=tuple(grids),

@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Optional
 
 from envmatrix.errors import ConfigError
+from envmatrix.paths import templates_dir
 
-TEMPLATE_DIR = Path(__file__).resolve().parents[2] / "launchers"
+TEMPLATE_DIR = templates_dir()
 SCHEDULERS = {"slurm": ("sbatch.sh.tmpl", "sbatch", "#SBATCH"), "pbs": ("pbs.sh.tmpl", "qsub", "#PBS")}
 VERBS = ("sweep", "bisect", "search")
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9_.+-]+$")

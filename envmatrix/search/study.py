@@ -28,6 +28,7 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 
 from envmatrix.env.atoms import Setup
 from envmatrix.errors import ConfigError, EnvmatrixError, did_you_mean
+from envmatrix.paths import check_name
 from envmatrix.search.objective import EvalOutcome, Objective
 from envmatrix.search.space import SearchSpace
 
@@ -102,7 +103,7 @@ def parse_settings(search: Mapping[str, Any], where: str, default_name: str, def
         sampler=sampler,
         seed=default_seed if s["seed"] is None else number("seed", int, 0),
         storage=None if s["storage"] is None else str(s["storage"]),
-        study_name=str(s["study_name"] or default_name),
+        study_name=check_name(s["study_name"] or default_name, f"{where}.study_name"),
         max_failure_rate=rate,
         heartbeat_interval_s=number("heartbeat_interval_s", float, 0, inclusive=False),
         heartbeat_grace_s=number("heartbeat_grace_s", float, 0, inclusive=False),

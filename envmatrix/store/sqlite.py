@@ -8,6 +8,7 @@ import sqlite3
 import time
 from typing import Any, Iterable, Optional
 
+from envmatrix.errors import ConfigError
 from envmatrix.results import ProbeResult
 from envmatrix.store.base import ResultStore, register_scheme
 
@@ -49,15 +50,44 @@ CREATE TABLE IF NOT EXISTS metrics (
 """
 
 
+SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def corrupt(path: str, why: str) -> ConfigError:
+    return ConfigError(f"{path}: corrupt store ({why}); left untouched: move it away or pass another --out")
+
+
+def check_not_corrupt(path: str) -> None:
+    """Refuse, before SQLite writes a byte, a store file that is not an SQLite database."""
+    if path in ("", ":memory:") or not os.path.exists(path):
+        return
+    if os.path.isdir(path):
+        raise ConfigError(f"{path}: is a directory, not a store file; remove it or pass another --out")
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(len(SQLITE_MAGIC))
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read the store ({exc.strerror}); fix its permissions or pass another --out") from None
+    if head and head != SQLITE_MAGIC:
+        raise corrupt(path, "not an SQLite database")
+
+
 @register_scheme("sqlite")
 class SqliteStore(ResultStore):
     def __init__(self, path: str) -> None:
         self.path = path
+        check_not_corrupt(path)
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         self.db = sqlite3.connect(path, timeout=30, isolation_level=None)
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.execute("PRAGMA synchronous=FULL")
-        self.db.executescript(_SCHEMA)
+        try:
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute("PRAGMA synchronous=FULL")
+            self.db.executescript(_SCHEMA)
+        except sqlite3.DatabaseError as exc:
+            self.db.close()
+            if "locked" in str(exc) or "busy" in str(exc):
+                raise
+            raise corrupt(path, str(exc)) from None
 
     @classmethod
     def from_url(cls, url: str) -> "SqliteStore":

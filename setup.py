@@ -1,0 +1,32 @@
+"""Build step: the repo's conf/, search_spaces/ and launchers/ templates go into the wheel as envmatrix/_bundled/.
+
+The top-level folders stay the visible source; envmatrix.paths finds the bundled copies through
+importlib.resources when the package is installed from a wheel (no checkout next to it).
+"""
+
+import os
+from pathlib import Path
+
+from setuptools import setup
+from setuptools.command.build_py import build_py
+
+BUNDLED = {"conf": "*.yaml", "search_spaces": "*.yaml", "launchers": "*.tmpl"}
+
+
+class BuildWithBundledData(build_py):
+    def run(self):
+        super().run()
+        if getattr(self, "editable_mode", False):
+            return  # an editable install reads the checkout's folders directly
+        root = Path(__file__).resolve().parent
+        for folder, pattern in BUNDLED.items():
+            files = sorted((root / folder).glob(pattern))
+            if not files:
+                raise SystemExit(f"setup.py: no {folder}/{pattern} to bundle; build from a full checkout or sdist")
+            for src in files:
+                dest = os.path.join(self.build_lib, "envmatrix", "_bundled", folder, src.name)
+                self.mkpath(os.path.dirname(dest))
+                self.copy_file(str(src), dest)
+
+
+setup(cmdclass={"build_py": BuildWithBundledData})

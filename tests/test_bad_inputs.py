@@ -1,0 +1,225 @@
+"""Bad-input corpus: every case exits 2 with one message line, no traceback, and leaves an existing store byte-identical.
+
+Each row runs the real CLI as a subprocess in a fresh directory that already holds a valid run directory
+(``out/results.sqlite`` with a sweep in it). ``{out}``, ``{tmp}`` and ``{file:NAME}`` in argv are filled in;
+``files`` are written first (bytes or text). Most cases stop before any probe starts, so the corpus is fast.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+GOOD = "backend: gloo\ngrids: [1x2]\nsetups:\n  a: {NCCL_ALGO: Ring}\n"
+PWNED = "pwned"  # a shell metacharacter case that ran its payload would create this file
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    argv: tuple[str, ...]
+    expect: str  # a fragment of the one message line
+    files: dict = field(default_factory=dict)  # name -> str | bytes
+    code: int = 2
+    env: dict = field(default_factory=dict)
+
+
+def conf(id_: str, text: str | bytes, expect: str, *extra: str) -> Case:
+    return Case(id_, ("sweep", "conf={file:c.yaml}", *extra, "--out", "{out}"), expect, {"c.yaml": text})
+
+
+def override(id_: str, expect: str, *items: str, command: str = "sweep", base: str = "conf={file:c.yaml}") -> Case:
+    return Case(id_, (command, base, *items, "--out", "{out}"), expect, {"c.yaml": GOOD})
+
+
+def envfile(id_: str, text: str | bytes, expect: str, *extra: str) -> Case:
+    return Case(id_, ("bisect", "--grid", "1x2", "--env-file", "{file:e.env}", *extra, "--out", "{out}"), expect, {"e.env": text})
+
+
+def space(id_: str, search_yaml: str, expect: str) -> Case:
+    text = ("backend: gloo\ngrids: [1x2]\nprobe: {bench: {collectives: [allreduce], min_bytes: 4K, max_bytes: 4K}}\n"
+            "search:\n" + search_yaml)
+    return Case(id_, ("search", "conf={file:s.yaml}", "--out", "{out}"), expect, {"s.yaml": text})
+
+
+CASES = [
+    # --- configs
+    conf("conf-unknown-top-key", GOOD + "setups_extra: 1\n", "unknown key 'setups_extra'"),
+    conf("conf-var-typo", GOOD.replace("NCCL_ALGO: Ring", "NCCL_NET_GDR_LEVL: PHB"), "did you mean NCCL_NET_GDR_LEVEL?"),
+    conf("conf-value-out-of-domain", GOOD.replace("NCCL_ALGO: Ring", "NCCL_NET_GDR_LEVEL: PHX"), "'PHX'"),
+    conf("conf-malformed-yaml", "backend: gloo\ngrids: [1x2\n", "malformed YAML"),
+    conf("conf-not-utf8", ("name: caf\xe9\n" + GOOD).encode("latin-1"), "not UTF-8 text"),
+    conf("conf-duplicate-setup", GOOD + "  a: {NCCL_ALGO: Tree}\n", "duplicate key 'a'"),
+    conf("conf-top-level-list", "- a\n- b\n", "top level is a list"),
+    conf("conf-bad-backend", GOOD.replace("backend: gloo", "backend: mpi"), "'mpi'"),
+    conf("conf-bad-strategy", GOOD + "strategies: [{kind: leave_ot, base: a, vars: [NCCL_ALGO]}]\n", "did you mean leave_out"),
+    conf("conf-negative-timeout", GOOD + "probe: {timeout_s: -1}\n", "probe.timeout_s"),
+    conf("conf-probe-key-typo", GOOD + "probe: {colectives: [allreduce]}\n", "did you mean collectives?"),
+    conf("conf-defaults-missing", "defaults: [no_such_base]\n" + GOOD, "no_such_base"),
+    conf("conf-defaults-group-form", "defaults: [{probe: command}]\n" + GOOD, "can't be honoured"),
+    conf("conf-name-escape", "name: ../../../escaped\n" + GOOD, "path separator"),
+    conf("conf-setup-name-escape", GOOD.replace("  a:", "  '../up':"), "contains a path separator"),
+    Case("conf-overrides-safety-pin", ("sweep", "conf={file:c.yaml}", "--out", "{out}"), "safety pin",
+         {"c.yaml": GOOD.replace("NCCL_ALGO: Ring", "NCCL_NVLS_ENABLE: 1")}, env={"NCCL_NVLS_ENABLE": "0"}),
+    conf("conf-max-local-ranks-text", GOOD + "max_local_ranks: abc\n", "max_local_ranks"),
+    conf("conf-bad-grid", GOOD.replace("[1x2]", "[2y2]"), "'2y2'"),
+    conf("conf-zero-grid", GOOD.replace("[1x2]", "['0x2']"), "'0x2'"),
+    conf("conf-hex-grid", GOOD.replace("[1x2]", "[0x2]"), "2 is not a grid"),  # YAML reads 0x2 as the number 2
+    conf("conf-grid-too-large", GOOD.replace("[1x2]", "[64x64]"), "64x64"),
+    conf("conf-launcher-typo", GOOD + "launcher: mpirn\n", "did you mean mpirun?"),
+    conf("conf-launcher-opts-level", GOOD + "launcher_opts: {hosts: [n1]}\n", "launcher_opts.<launcher>.hosts"),
+    conf("conf-no-setups", "backend: gloo\ngrids: [1x2]\n", "no setups"),
+    conf("conf-value-shell-meta", GOOD.replace("Ring", "'Ring; touch pwned'"), "Ring; touch pwned"),
+    conf("conf-value-backticks", GOOD.replace("Ring", "'`touch pwned`'"), "`touch pwned`"),
+    Case("conf-missing-file", ("sweep", "conf={tmp}/nope.yaml", "--out", "{out}"), "no such config file"),
+    Case("conf-is-directory", ("sweep", "conf={tmp}", "--out", "{out}"), "is a directory"),
+    Case("conf-name-typo", ("sweep", "conf=aws_of", "--out", "{out}"), "did you mean aws_ofi?"),
+    # --- overrides
+    override("ovr-top-level-trials", "did you mean search.trials?", "trials=4"),
+    override("ovr-backend-typo", "did you mean backend?", "bakend=gloo"),
+    override("ovr-comma-list", "needs brackets", "grids=1x2,2x2"),
+    override("ovr-seed-text", "seed", "seed=abc"),
+    override("ovr-name-escape", "path separator", "name=../../../escaped"),
+    override("ovr-name-absolute", "path separator", "name=/tmp/abs"),
+    override("ovr-name-dash", "starts with '-'", "name=-rf"),
+    override("ovr-name-shell-meta", "override name=x;touch pwned: Hydra cannot parse it", "name=x;touch pwned"),
+    override("ovr-name-shell-meta-quoted", "characters outside", "name='x;touch pwned'"),
+    override("ovr-launcher-opts-typo", "did you mean mpirun?", "launcher_opts.mpirn.extra_args=[-v]"),
+    override("ovr-launcher-opt-typo", "did you mean extra_args?", "launcher=mpirun", "launcher_opts.mpirun.extra_arg=[-v]"),
+    override("ovr-probe-key-typo", "did you mean timeout_s?", "probe.timout_s=3"),
+    override("ovr-unknown-probe", "unknown probe", "probe.name=nosuch"),
+    override("ovr-value-dollar", "quote the value", "setups.a.NCCL_ALGO=$(touch pwned)"),
+    override("ovr-value-dollar-quoted", "'$(touch pwned)'", "setups.a.NCCL_ALGO='$(touch pwned)'"),
+    override("ovr-bench-size", "min_bytes", "probe.bench={collectives:[allreduce],min_bytes:abc}"),
+    # --- env files and bisect arguments
+    envfile("env-empty", "", "nothing to bisect"),
+    envfile("env-only-comments", "# nothing here\n\n", "nothing to bisect"),
+    envfile("env-not-utf8", b"export NCCL_ALGO=R\xe9ng\n", "not UTF-8 text"),
+    envfile("env-var-typo", "export NCCL_ALGOO=Ring\n", "did you mean NCCL_ALGO?"),
+    envfile("env-bad-value", "export NCCL_PROTO=Simpel\n", "Simpel"),
+    Case("env-pin-override", ("bisect", "--grid", "1x2", "--env-file", "{file:e.env}", "--out", "{out}"), "safety pin",
+         {"e.env": "export NCCL_NVLS_ENABLE=1\n"}, env={"NCCL_NVLS_ENABLE": "0"}),
+    envfile("env-bad-grid", "export NCCL_ALGO=Ring\n", "2y2", "--grid", "2y2"),
+    Case("env-missing", ("bisect", "--grid", "1x2", "--env-file", "{tmp}/none.env", "--out", "{out}"), "cannot read"),
+    Case("versions-nonexistent", ("bisect", "--grid", "1x2", "--versions", "/nonexistent/a", "/nonexistent/b", "--out", "{out}"),
+         "no such file or directory"),
+    Case("versions-one-path", ("bisect", "--grid", "1x2", "--versions", "{tmp}", "--out", "{out}"), "at least two"),
+    Case("versions-colon", ("bisect", "--grid", "1x2", "--versions", "/a:/b", "/c", "--out", "{out}"), "contains ':'"),
+    # --- search spaces
+    space("space-unknown-var", "  space: {NCCL_ALGOO: [Ring, Tree]}\n", "NCCL_ALGOO"),
+    space("space-bad-value", "  space: {NCCL_ALGO: [Ring, Treee]}\n", "Treee"),
+    space("space-sampler-typo", "  sampler: tpx\n  space: {NCCL_ALGO: [Ring, Tree]}\n", "tpx"),
+    space("space-zero-trials", "  trials: 0\n  space: {NCCL_ALGO: [Ring, Tree]}\n", "trials"),
+    space("space-key-typo", "  trails: 3\n  space: {NCCL_ALGO: [Ring, Tree]}\n", "did you mean trials?"),
+    space("space-study-escape", "  study_name: ../s\n  space: {NCCL_ALGO: [Ring, Tree]}\n", "study_name"),
+    space("space-failure-rate", "  max_failure_rate: 2\n  space: {NCCL_ALGO: [Ring, Tree]}\n", "max_failure_rate"),
+    space("space-objective-collective", "  space: {NCCL_ALGO: [Ring, Tree]}\n  objective: {collectives: [allreduc]}\n", "allreduc"),
+    # --- stores and paths
+    Case("store-corrupt-sweep", ("sweep", "conf={file:c.yaml}", "--out", "{tmp}/bad"), "corrupt store",
+         {"c.yaml": GOOD, "bad/results.sqlite": b"garbage, not a database" * 40}),
+    Case("store-corrupt-bisect", ("bisect", "--failing", "1x2", "conf={file:c.yaml}", "--out", "{tmp}/bad"), "corrupt store",
+         {"c.yaml": GOOD, "bad/results.sqlite": b"\x00\x01garbage" * 100}),
+    Case("store-corrupt-bench", ("bench", "conf={file:c.yaml}", "--out", "{tmp}/bad"), "corrupt store",
+         {"c.yaml": GOOD, "bad/results.sqlite": b"PK\x03\x04 a zip, not a store" * 10}),
+    Case("store-corrupt-study", ("search", "conf={file:s.yaml}", "--out", "{out}"), "file is not a database",
+         {"s.yaml": "backend: gloo\ngrids: [1x2]\nsearch:\n  space: {NCCL_ALGO: [Ring, Tree]}\n",
+          "out/study.sqlite": b"\x13\x37 not a study" * 50}),
+    Case("store-is-directory", ("sweep", "conf={file:c.yaml}", "--out", "{tmp}/bad"), "is a directory",
+         {"c.yaml": GOOD, "bad/results.sqlite/x": "x"}),
+    Case("out-is-file", ("sweep", "conf={file:c.yaml}", "--out", "{file:afile}"), "not a directory", {"c.yaml": GOOD, "afile": "x"}),
+    Case("out-under-file", ("sweep", "conf={file:c.yaml}", "--out", "{tmp}/afile/sub"), "cannot create", {"c.yaml": GOOD, "afile": "x"}),
+    Case("failing-empty-store-dir", ("bisect", "--failing", "1x2", "conf={file:c.yaml}", "--out", "{tmp}/none"), "no store",
+         {"c.yaml": GOOD}),
+    Case("failing-nothing-failed", ("bisect", "--failing", "1x2", "conf={file:c.yaml}", "--out", "{out}"), "nothing failed",
+         {"c.yaml": GOOD}),
+    # --- sizes and bench flags
+    override("bench-bad-min-size", "1X", "-b", "1X", command="bench"),
+    override("bench-unknown-setup", "--setup", "--setup", "zz", command="bench"),
+    override("bench-env-not-kv", "--env", "--env", "NCCL_ALGO", command="bench"),
+    override("bench-env-shell-meta", "touch pwned", "--env", "NCCL_ALGO=Ring && touch pwned", command="bench"),
+]
+
+
+def _fill(arg: str, tmp: Path, out: Path) -> str:
+    arg = arg.replace("{out}", str(out)).replace("{tmp}", str(tmp))
+    while "{file:" in arg:
+        start = arg.index("{file:")
+        end = arg.index("}", start)
+        arg = arg[:start] + str(tmp / arg[start + 6:end]) + arg[end + 1:]
+    return arg
+
+
+def _snapshot(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): (p.read_bytes() if p.is_file() else b"<dir>") for p in sorted(root.rglob("*"))}
+
+
+@pytest.fixture(scope="module")
+def pristine_store(tmp_path_factory) -> bytes:
+    from envmatrix.store.sqlite import SqliteStore
+
+    path = tmp_path_factory.mktemp("store") / "results.sqlite"
+    store = SqliteStore(str(path))
+    store.open_sweep("earlier", {"config": {"name": "earlier"}})
+    store.close()
+    return path.read_bytes()
+
+
+def _run_case(case: Case, root: Path, store_bytes: bytes) -> tuple[Case, subprocess.CompletedProcess, Path]:
+    tmp = root / case.id
+    out = tmp / "out"
+    out.mkdir(parents=True)
+    (out / "results.sqlite").write_bytes(store_bytes)
+    for name, content in case.files.items():
+        path = tmp / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(content) if isinstance(content, bytes) else path.write_text(content)
+    env = {**os.environ, "COLUMNS": "200", "PYTHONUNBUFFERED": "1", **case.env}
+    proc = subprocess.run([sys.executable, "-m", "envmatrix", *(_fill(a, tmp, out) for a in case.argv)],
+                          cwd=tmp, env=env, capture_output=True, text=True, timeout=600)
+    return case, proc, tmp
+
+
+@pytest.fixture(scope="module")
+def outcomes(tmp_path_factory, pristine_store):
+    """All cases at once (two at a time: the CI machine has two cores); each test then checks its own."""
+    root = tmp_path_factory.mktemp("bad")
+    snapshots: dict[str, dict[str, bytes]] = {}
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        results = {c.id: r for c, r in zip(CASES, pool.map(lambda c: _run_case(c, root, pristine_store), CASES))}
+    # The before-state: the same files written into a reference directory no command touched.
+    for case in CASES:
+        ref = root / "_ref" / case.id
+        ref.mkdir(parents=True)
+        (ref / "out").mkdir()
+        (ref / "out" / "results.sqlite").write_bytes(pristine_store)
+        for name, content in case.files.items():
+            path = ref / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(content) if isinstance(content, bytes) else path.write_text(content)
+        snapshots[case.id] = _snapshot(ref)
+    return results, snapshots
+
+
+def test_corpus_is_large_and_ids_unique():
+    assert len(CASES) >= 50
+    assert len({c.id for c in CASES}) == len(CASES)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_bad_input(case, outcomes):
+    results, snapshots = outcomes
+    _, proc, tmp = results[case.id]
+    both = proc.stdout + proc.stderr
+    assert "Traceback" not in both, both
+    assert proc.returncode == case.code, both
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("envmatrix: error: "), proc.stderr
+    assert case.expect in lines[0], lines[0]
+    assert _snapshot(tmp) == snapshots[case.id], "bad input changed or wrote files"
+    assert not (tmp / PWNED).exists()
