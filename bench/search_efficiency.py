@@ -136,7 +136,7 @@ def replay(space: SearchSpace, objectives: Any, table: dict, sampler: str, seed:
         if event == "result" and not outcome.failed and sign * outcome.values[0] >= goal:
             raise _Reached(trial)
 
-    study = optuna.create_study(directions=[o.direction for o in objectives], sampler=make_sampler(sampler, seed, len(table)))
+    study = optuna.create_study(directions=[o.direction for o in objectives], sampler=make_sampler(sampler, seed, len(table), space))
     settings = SearchSettings(trials=len(space.allowed_rows()) * 50, sampler=sampler, seed=seed, storage=None, study_name="replay",
                               max_failure_rate=1.0, heartbeat_interval_s=3600, heartbeat_grace_s=1e9, top_k=1, baseline=False,
                               max_forbidden_streak=10_000)

@@ -115,7 +115,7 @@ def cmd_search(args: argparse.Namespace) -> int:
     os.makedirs(run_dir, exist_ok=True)
     url = settings.storage or f"sqlite:///{os.path.join(run_dir, 'study.sqlite')}"
     storage = make_storage(url)
-    sampler = make_sampler(settings.sampler, settings.seed, len(space.allowed_rows()))
+    sampler = make_sampler(settings.sampler, settings.seed, len(space.allowed_rows()), space)
     grids = [g.label for g in inp.grids]
     meta = {"space": space.to_json(), "objectives": [o.to_json() for o in objectives], "grids": grids,
             "backend": inp.backend, "probe": inp.probe.to_json(), "conf_file": str(inp.conf_file)}

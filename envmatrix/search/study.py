@@ -33,7 +33,7 @@ from envmatrix.search.space import SearchSpace
 
 log = logging.getLogger(__name__)
 
-SAMPLERS = ("tpe", "gp", "random", "bruteforce")
+SAMPLERS = ("structured", "tpe", "gp", "random", "bruteforce")
 STUDY_ATTR = "envmatrix"  # study user attribute: space, objectives, grids, backend, probe
 BASELINE_ATTR = "baseline"
 WORKER_LOST = "worker_lost"
@@ -115,14 +115,21 @@ def parse_settings(search: Mapping[str, Any], where: str, default_name: str, def
 # ---------------------------------------------------------------- optuna objects
 
 
-def make_sampler(name: str, seed: int, space_size: int = 100) -> Any:
-    """A seeded sampler. ``gp`` needs torch and scipy in the driver (Optuna's GPSampler).
+def make_sampler(name: str, seed: int, space_size: int = 100, space: Optional[SearchSpace] = None) -> Any:
+    """A seeded sampler. ``gp`` needs torch and scipy in the driver (Optuna's GPSampler);
+    ``structured`` (envmatrix.search.structured) needs the space it plans over.
 
     TPE starts with ``max(3, min(10, space_size // 10))`` random trials, so a
     small space is not spent mostly on the random start.
     """
     import optuna
 
+    if name == "structured":
+        if space is None:
+            raise ValueError("make_sampler('structured') needs the SearchSpace")
+        from envmatrix.search.structured import make_structured_sampler
+
+        return make_structured_sampler(space.space.values, space.vars, space.is_forbidden, seed)
     if name == "tpe":
         return optuna.samplers.TPESampler(seed=seed, n_startup_trials=max(3, min(10, space_size // 10)), multivariate=True)
     if name == "gp":
