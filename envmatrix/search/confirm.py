@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Hashable, Mapping, Optional, Sequence
 
 DEFAULT = "default"
+CONFIRM_ATTR = "confirmation"  # study user attribute: the verdict (to_json)
 
 
 def rounds(labels: Sequence[Hashable], first: int, count: int) -> list[tuple[int, Hashable]]:

@@ -40,7 +40,7 @@ WORKER_LOST = "worker_lost"
 
 SETTINGS_DEFAULTS: dict[str, Any] = {
     "trials": 20,
-    "sampler": "tpe",
+    "sampler": "structured",  # measured: bench/search_landscapes.md
     "seed": None,  # None: the config's top-level seed
     "storage": None,  # None: sqlite:///<run dir>/study.sqlite
     "study_name": None,  # None: the config's name
@@ -48,6 +48,9 @@ SETTINGS_DEFAULTS: dict[str, Any] = {
     "heartbeat_interval_s": 10.0,
     "heartbeat_grace_s": 300.0,
     "top_k": 10,
+    "confirm_top_k": 3,  # re-measure this many best trials (+ the default env) before naming a winner; 0: off
+    "confirm_repeats": 3,
+    "confirm_max_repeats": 6,
     "baseline": True,
     "max_forbidden_streak": 200,
     "space": None,
@@ -76,6 +79,9 @@ class SearchSettings:
     top_k: int
     baseline: bool
     max_forbidden_streak: int
+    confirm_top_k: int = 3
+    confirm_repeats: int = 3
+    confirm_max_repeats: int = 6
 
 
 def parse_settings(search: Mapping[str, Any], where: str, default_name: str, default_seed: int) -> SearchSettings:
@@ -109,6 +115,9 @@ def parse_settings(search: Mapping[str, Any], where: str, default_name: str, def
         top_k=number("top_k", int, 1),
         baseline=bool(s["baseline"]),
         max_forbidden_streak=number("max_forbidden_streak", int, 1),
+        confirm_top_k=number("confirm_top_k", int, 0),
+        confirm_repeats=number("confirm_repeats", int, 1),
+        confirm_max_repeats=max(number("confirm_max_repeats", int, 1), number("confirm_repeats", int, 1)),
     )
 
 
