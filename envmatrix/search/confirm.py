@@ -76,6 +76,10 @@ class Decision:
     reason: str
 
 
+def name(label: Hashable) -> str:
+    return "the default env" if label == DEFAULT else f"trial {label}"
+
+
 def decide(summaries: Sequence[Summary], has_default: bool) -> Decision:
     ranking = tuple(summaries)
     top = ranking[0]
@@ -90,7 +94,7 @@ def decide(summaries: Sequence[Summary], has_default: bool) -> Decision:
     gap = (top.median - runner.median) / abs(runner.median) if runner.median not in (0, float("-inf")) else float("inf")
     verdict = "beats" if separated else "does not beat"
     return Decision(top.label, ranking, separated, False,
-                    f"{top.label} {verdict} the runner-up {runner.label} beyond the spread "
+                    f"{name(top.label)} {verdict} the runner-up, {name(runner.label)}, beyond the spread "
                     f"(median gap {gap:+.1%}; spread {top.spread:.1%} vs {runner.spread:.1%})")
 
 
