@@ -23,7 +23,8 @@ def _store_rows(run_dir):
 
 def test_tpe_finds_known_best_and_forbidden_never_launches(cli, tmp_path):
     out = tmp_path / "run"
-    done = run_search(cli, "search", f"conf={fake_conf(tmp_path / 'f.yaml')}", "--out", str(out))
+    done = run_search(cli, "search", f"conf={fake_conf(tmp_path / 'f.yaml')}", "search.sampler=tpe", "search.confirm_top_k=0",
+                      "--out", str(out))
     assert done.returncode == 0, done.stdout + done.stderr
     study = load(out)
     best = max(study.get_trials(states=(TrialState.COMPLETE,)), key=lambda t: t.value)
