@@ -153,7 +153,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("--store", type=Path, help="results.sqlite of an exhaustive sweep over the search space")
     ap.add_argument("--conf", type=Path, help="the search config (search.space/forbid/objective, grids)")
     ap.add_argument("--demo", action="store_true", help="synthetic table from the fake nccl-tests function (CPU, offline)")
-    ap.add_argument("--samplers", default="tpe,random,bruteforce")
+    ap.add_argument("--samplers", default="structured,tpe,random,bruteforce")
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--target", type=float, default=0.98)
     ap.add_argument("--out", type=Path, help="Markdown table to write")

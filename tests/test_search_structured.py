@@ -56,11 +56,11 @@ def test_screens_every_choice_first_then_descends_the_best_choice():
 
 
 def test_diagonal_ridge_is_climbed():
-    lay = Layout.of((("a", "b"), ("1", "2", "4", "8", "16"), ("1", "2", "4", "8", "16")))
-    # channels x threads trade off: only their sum matters, and it is best at 2 (one corner region)
-    table = {r: math.exp(-((r[1] + r[2] - 1) / 0.6) ** 2) + (0.1 if r[0] else 0) for r in itertools.product(range(2), range(5), range(5))}
-    measured = _walk(lay, table, 20)
-    assert max(measured.values()) == pytest.approx(max(table.values()))
+    lay = Layout.of((("1", "2", "4", "8", "16"), ("1", "2", "4", "8", "16")))
+    # channels x threads on a diagonal ridge rising to the corner: every one-knob step from the ridge is downhill
+    table = {r: math.exp(-((r[0] - r[1]) / 0.4) ** 2) * (1 + 0.1 * sum(r)) for r in itertools.product(range(5), range(5))}
+    measured = _walk(lay, table, 11)  # anchor, 4 one-knob steps, (3,3), 4 steps, (4,4)
+    assert max(measured, key=measured.get) == (4, 4)
 
 
 def test_forbidden_rows_never_proposed_and_exhaustion_ends():
@@ -152,3 +152,16 @@ def test_repeats_scale_with_the_spread():
     assert needs_more(summarize({1: [10.0, 8.0, 12.0], 2: [9.5, 11.0, 8.0]}))
     data = to_json(c)
     assert data["ranking"][0]["label"] == c.decision.winner and data["repeats"] == c.repeats
+
+
+def test_confirm_settings_are_checked_and_structured_is_the_default():
+    from envmatrix.errors import ConfigError
+    from envmatrix.search.study import parse_settings
+
+    s = parse_settings({}, "c.yaml: search", "n", 0)
+    assert (s.sampler, s.confirm_top_k, s.confirm_repeats, s.confirm_max_repeats) == ("structured", 3, 3, 6)
+    assert parse_settings({"confirm_repeats": 8}, "w", "n", 0).confirm_max_repeats == 8  # never fewer than the first rounds
+    with pytest.raises(ConfigError, match=r"c.yaml: search.confirm_top_k: -1 not allowed; allowed: an integer >= 0"):
+        parse_settings({"confirm_top_k": -1}, "c.yaml: search", "n", 0)
+    with pytest.raises(ValueError, match="needs the SearchSpace"):
+        make_sampler("structured", 0)
