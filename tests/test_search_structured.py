@@ -165,3 +165,9 @@ def test_confirm_settings_are_checked_and_structured_is_the_default():
         parse_settings({"confirm_top_k": -1}, "c.yaml: search", "n", 0)
     with pytest.raises(ValueError, match="needs the SearchSpace"):
         make_sampler("structured", 0)
+
+
+def test_huge_space_expands_from_a_sample():
+    lay = Layout.of([tuple(str(2 ** i) for i in range(8))] * 6)  # 262,144 configs
+    measured = _walk(lay, {}, 3)  # every measurement fails: step 3 only, from a sample
+    assert len(measured) == 3 and len(set(measured)) == 3

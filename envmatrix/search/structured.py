@@ -41,6 +41,7 @@ from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
 Row = tuple[int, ...]
 Score = Optional[float]  # None: failed or forbidden (worse than any measured value)
+EXPAND_LIMIT = 20_000  # rows step 3 ranks per proposal
 
 
 def _numeric(value: Optional[str]) -> Optional[float]:
@@ -187,10 +188,13 @@ def next_row(layout: Layout, measured: Mapping[Row, Score], pending: Iterable[Ro
                     return row
     # 3. expand around the best point
     centre = max(good, key=score) if good else layout.anchor
-    rest = [r for r in itertools.product(*(range(n) for n in layout.sizes)) if fresh(r)]
+    rng = random.Random(seed)
+    if layout.size > EXPAND_LIMIT:  # a huge space: nearest of a random sample, not of every row
+        rest = [r for r in (tuple(rng.randrange(n) for n in layout.sizes) for _ in range(EXPAND_LIMIT)) if fresh(r)]
+    else:
+        rest = [r for r in itertools.product(*(range(n) for n in layout.sizes)) if fresh(r)]
     if not rest:
         return None
-    rng = random.Random(seed)
     return min(rest, key=lambda r: (layout.distance(r, centre), rng.random()))
 
 
