@@ -136,7 +136,7 @@ def replay(space: SearchSpace, objectives: Any, table: dict, sampler: str, seed:
         if event == "result" and not outcome.failed and sign * outcome.values[0] >= goal:
             raise _Reached(trial)
 
-    study = optuna.create_study(directions=[o.direction for o in objectives], sampler=make_sampler(sampler, seed, len(table)))
+    study = optuna.create_study(directions=[o.direction for o in objectives], sampler=make_sampler(sampler, seed, len(table), space))
     settings = SearchSettings(trials=len(space.allowed_rows()) * 50, sampler=sampler, seed=seed, storage=None, study_name="replay",
                               max_failure_rate=1.0, heartbeat_interval_s=3600, heartbeat_grace_s=1e9, top_k=1, baseline=False,
                               max_forbidden_streak=10_000)
@@ -153,7 +153,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("--store", type=Path, help="results.sqlite of an exhaustive sweep over the search space")
     ap.add_argument("--conf", type=Path, help="the search config (search.space/forbid/objective, grids)")
     ap.add_argument("--demo", action="store_true", help="synthetic table from the fake nccl-tests function (CPU, offline)")
-    ap.add_argument("--samplers", default="tpe,random,bruteforce")
+    ap.add_argument("--samplers", default="structured,tpe,random,bruteforce")
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--target", type=float, default=0.98)
     ap.add_argument("--out", type=Path, help="Markdown table to write")

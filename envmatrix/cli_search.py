@@ -115,7 +115,7 @@ def cmd_search(args: argparse.Namespace) -> int:
     run_dir = em_paths.run_dir(args.out, inp.name)
     url = settings.storage or f"sqlite:///{os.path.join(run_dir, 'study.sqlite')}"
     storage = make_storage(url)
-    sampler = make_sampler(settings.sampler, settings.seed, len(space.allowed_rows()))
+    sampler = make_sampler(settings.sampler, settings.seed, len(space.allowed_rows()), space)
     grids = [g.label for g in inp.grids]
     meta = {"space": space.to_json(), "objectives": [o.to_json() for o in objectives], "grids": grids,
             "backend": inp.backend, "probe": inp.probe.to_json(), "conf_file": str(inp.conf_file)}
@@ -145,6 +145,8 @@ def cmd_search(args: argparse.Namespace) -> int:
                           f"skipped {stats.forbidden} forbidden samples, recovered {len(stats.recovered)} stale trials", markup=False)
         except SearchAborted as exc:
             aborted = exc
+        if aborted is None and settings.confirm_top_k:
+            _confirm_winner(console, study, space, objectives, evaluator, settings)
     report = build_report(study, settings.top_k, storage_hint=_redact(url))
     md = os.path.join(run_dir, "search.md")
     with open(md, "w") as fh:
@@ -160,6 +162,47 @@ def cmd_search(args: argparse.Namespace) -> int:
     if aborted is not None:
         raise aborted
     return 0
+
+
+def _confirm_winner(console: Any, study: Any, space: Any, objectives: Any, evaluator: Any, settings: Any) -> None:
+    """Re-measure the top trials and the default env in interleaved rounds; the verdict goes to the study."""
+    from envmatrix.env.atoms import Setup
+    from envmatrix.search.confirm import CONFIRM_ATTR, DEFAULT, confirm, to_json
+    from envmatrix.search.export import ranked
+
+    top, seen = [], set()
+    for t in ranked(study, objectives):
+        key = tuple(sorted(t.params.items()))
+        if key not in seen:
+            seen.add(key)
+            top.append(t)
+    top = top[:settings.confirm_top_k]
+    if not top:
+        return
+    by_number = {t.number: t for t in top}
+    labels = [t.number for t in top] + ([DEFAULT] if settings.baseline else [])
+    sign = 1.0 if objectives[0].direction == "maximize" else -1.0
+
+    def measure(rnd: int, label: Any) -> Any:
+        name = "default" if label == DEFAULT else f"t{label:04d}"
+        setup = Setup("default", (), origin="baseline") if label == DEFAULT else space.setup_of_params(by_number[label].params)
+        out = evaluator.measure(f"confirm{rnd}_{name}", setup)
+        return None if out.failed else out.values[0]
+
+    console.print(f"confirm: re-measuring trials {', '.join(str(t.number) for t in top)}"
+                  f"{' and the default env' if settings.baseline else ''} in interleaved rounds", markup=False)
+    result = confirm(labels, measure, sign, settings.confirm_repeats, settings.confirm_max_repeats)
+    data = to_json(result, sign)
+    study.set_user_attr(CONFIRM_ATTR, data)
+    for row in data["ranking"]:
+        who = "default env" if row["label"] == DEFAULT else f"trial {row['label']}"
+        if row["median"] is None:
+            console.print(f"  {who}: every repeat failed", markup=False)
+            continue
+        failed = f", {row['failed']} failed" if row["failed"] else ""
+        console.print(f"  {who}: median {row['median']:.4g} [{row['low']:.4g} .. {row['high']:.4g}] spread {row['spread']:.1%} "
+                      f"over {len(row['values'])} repeats{failed}", markup=False)
+    console.print(f"confirmed after {data['repeats']} rounds: {data['reason']}", markup=False)
 
 
 class _Lines:
@@ -227,7 +270,9 @@ def cmd_export(args: argparse.Namespace) -> int:
         raise ConfigError(f"export: no study {name!r} in {_redact(url)}; allowed: {', '.join(names) or 'none'}")
     study = optuna.load_study(study_name=name, storage=storage)
     dest = args.dest or (os.path.join(os.path.abspath(args.out), "export") if args.out else "export")
-    paths = write_exports(study, dest, args.objective)
+    paths, notes = write_exports(study, dest, args.objective)
+    for note in notes:
+        print(note)
     for path in paths:
         print(f"wrote {path}")
     with open(paths[0]) as fh:

@@ -59,7 +59,7 @@ def test_two_workers_share_one_study(cli, tmp_path, postgres_url):
     outs = [tmp_path / "w1", tmp_path / "w2"]
     procs = [
         subprocess.Popen(search_argv("search", f"conf={conf}", f"search.storage='{postgres_url}'", "search.study_name=shared",
-                                     "search.sampler=random", f"search.seed={i}", "--trials", "10", "--out", str(out)),
+                                     "search.sampler=random", f"search.seed={i}", "search.confirm_top_k=0", "--trials", "10", "--out", str(out)),
                          cwd=cli.cwd, env=cli.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         for i, out in enumerate(outs)
     ]

@@ -159,24 +159,80 @@ def tuner_csv(study: Any) -> Optional[str]:
     return "\n".join(head + [",".join(r) for r in rows]) + "\n"
 
 
-def write_exports(study: Any, dest: str, index: int = 0) -> list[str]:
-    """Write best.sh, best_setup.yaml and (when it applies) tuner.csv into ``dest``; returns the paths."""
+def export_decision(study: Any, index: int = 0) -> tuple[Optional[Any], str, list[str]]:
+    """(trial to export or None for "keep the default", its comment, notes for the user).
+
+    A confirmed winner (``envmatrix search`` re-measures the top trials, see
+    envmatrix.search.confirm) overrides the single-measurement ranking for objective 0.
+    """
+    from envmatrix.search.confirm import CONFIRM_ATTR, DEFAULT
+
+    space, objectives, meta = study_meta(study)
+    conf = study.user_attrs.get(CONFIRM_ATTR) if index == 0 else None
+    if conf is None:
+        best = best_trial(study, objectives, index)
+        value = ", ".join(f"{o.name}={v:.4g}" for o, v in zip(objectives, best.values))
+        note = "not confirmed: one measurement per trial (search.confirm_top_k=0 or an older study)" if index == 0 else \
+            f"best by objective {index}, one measurement per trial"
+        return best, f"trial {best.number} ({value})", [note]
+    ranking = {r["label"]: r for r in conf["ranking"]}
+    if conf["keep_default"]:
+        med = ranking.get(DEFAULT, {}).get("median")
+        return None, "", [f"keep the default: {conf['reason']} (default env median {med:.4g})" if med is not None
+                          else f"keep the default: {conf['reason']}"]
+    best = next(t for t in study.get_trials(deepcopy=False) if t.number == conf["winner"])
+    row = ranking[conf["winner"]]
+    comment = (f"trial {best.number}, confirmed: median {objectives[0].name}={row['median']:.4g} "
+               f"[{row['low']:.4g} .. {row['high']:.4g}] over {len(row['values'])} interleaved repeats")
+    return best, comment, [conf["reason"]]
+
+
+def tuner_decision(study: Any, best: Optional[Any]) -> tuple[Optional[str], str]:
+    """(CSV text or None, why): written whenever the exported winner pins an algorithm or a protocol."""
+    if best is None:
+        return None, "tuner.csv not written: the default env is kept, so NCCL's own tuning stays"
+    space, _, _ = study_meta(study)
+    env = space.setup_of_params(best.params).assignments()
+    pinned = [v for v in ("NCCL_ALGO", "NCCL_PROTO") if env.get(v)]
+    if not pinned:
+        return None, "tuner.csv not written: the winner sets neither NCCL_ALGO nor NCCL_PROTO (NCCL's own choice won)"
+    text = tuner_csv(study)
+    if text is None:
+        return None, (f"tuner.csv not written: the winner sets {', '.join(pinned)} but no trial pinned one algorithm and "
+                      "one protocol for a collective the tuner plugin knows")
+    return text, f"tuner.csv written: the winner sets {', '.join(pinned)}"
+
+
+def write_exports(study: Any, dest: str, index: int = 0) -> tuple[list[str], list[str]]:
+    """Write best.sh, best_setup.yaml and (when it applies) tuner.csv into ``dest``; returns (paths, notes).
+
+    "Keep the default" writes a best.sh that exports nothing and says why, and no setup or CSV.
+    """
     import os
 
     space, objectives, meta = study_meta(study)
-    best = best_trial(study, objectives, index)
-    setup = space.setup_of_params(best.params)
-    value = ", ".join(f"{o.name}={v:.4g}" for o, v in zip(objectives, best.values))
-    comment = f"envmatrix search: study {study.study_name}, trial {best.number} ({value}) on {', '.join(meta.get('grids', []))}"
+    best, what, notes = export_decision(study, index)
+    head = f"envmatrix search: study {study.study_name}"
+    grids = ", ".join(meta.get("grids", []))
     os.makedirs(dest, exist_ok=True)
+    files: list[tuple[str, Optional[str]]]
+    if best is None:
+        files = [("best.sh", shell_exports(Setup("default", (), origin="baseline"), f"{head} on {grids}\n{notes[0]}"))]
+        notes.append(tuner_decision(study, None)[1])
+    else:
+        setup = space.setup_of_params(best.params)
+        comment = f"{head}, {what} on {grids}"
+        name = f"best_{study.study_name}".replace(" ", "_")
+        csv, why = tuner_decision(study, best)
+        notes.append(why)
+        files = [("best.sh", shell_exports(setup, comment)), ("best_setup.yaml", setup_yaml(setup, name, comment)),
+                 ("tuner.csv", csv)]
     paths = []
-    name = f"best_{study.study_name}".replace(" ", "_")
-    for fname, text in (("best.sh", shell_exports(setup, comment)), ("best_setup.yaml", setup_yaml(setup, name, comment)),
-                        ("tuner.csv", tuner_csv(study))):
+    for fname, text in files:
         if text is None:
             continue
         path = os.path.join(dest, fname)
         with open(path, "w") as fh:
             fh.write(text)
         paths.append(path)
-    return paths
+    return paths, notes

@@ -87,6 +87,18 @@ def build_report(study: Any, top_k: int = 10, storage_hint: str = "") -> SearchR
         base = study.user_attrs.get(BASELINE_ATTR)
         if base:
             rep.tables.append(("default env (empty setup) vs best", baseline_table(base, best, objectives, meta.get("grids", []))))
+    conf = study.user_attrs.get("confirmation")
+    if conf:
+        rows = [["default env" if r["label"] == "default" else f"trial {r['label']}", _fmt(r["median"]), _fmt(r["low"]),
+                 _fmt(r["high"]), f"{r['spread']:.1%}", str(len(r["values"])), str(r["failed"])] for r in conf["ranking"]]
+        rep.tables.append((f"confirmation: {conf['repeats']} interleaved rounds, {objectives[0].name}",
+                           (["candidate", "median", "low", "high", "spread", "repeats", "failed"], rows)))
+        rep.summary.append(f"confirmed: {conf['reason']}")
+        if conf["keep_default"]:
+            rep.best_env = ["# keep the default: no candidate's confirmed median beats the default env's"]
+        else:
+            winner = next(t for t in trials if t.number == conf["winner"])
+            rep.best_env = space.setup_of_params(winner.params).shell_lines() or ["(inherited env only)"]
     if len(objectives) > 1:
         front = sorted(study.best_trials, key=lambda t: t.number)
         rows = [[str(t.number), *[_fmt(v) for v in t.values], _params(t, names)] for t in front]

@@ -34,14 +34,14 @@ from envmatrix.search.space import SearchSpace
 
 log = logging.getLogger(__name__)
 
-SAMPLERS = ("tpe", "gp", "random", "bruteforce")
+SAMPLERS = ("structured", "tpe", "gp", "random", "bruteforce")
 STUDY_ATTR = "envmatrix"  # study user attribute: space, objectives, grids, backend, probe
 BASELINE_ATTR = "baseline"
 WORKER_LOST = "worker_lost"
 
 SETTINGS_DEFAULTS: dict[str, Any] = {
     "trials": 20,
-    "sampler": "tpe",
+    "sampler": "structured",  # measured: bench/search_landscapes.md
     "seed": None,  # None: the config's top-level seed
     "storage": None,  # None: sqlite:///<run dir>/study.sqlite
     "study_name": None,  # None: the config's name
@@ -49,6 +49,9 @@ SETTINGS_DEFAULTS: dict[str, Any] = {
     "heartbeat_interval_s": 10.0,
     "heartbeat_grace_s": 300.0,
     "top_k": 10,
+    "confirm_top_k": 3,  # re-measure this many best trials (+ the default env) before naming a winner; 0: off
+    "confirm_repeats": 3,
+    "confirm_max_repeats": 6,
     "baseline": True,
     "max_forbidden_streak": 200,
     "space": None,
@@ -77,6 +80,9 @@ class SearchSettings:
     top_k: int
     baseline: bool
     max_forbidden_streak: int
+    confirm_top_k: int = 3
+    confirm_repeats: int = 3
+    confirm_max_repeats: int = 6
 
 
 def parse_settings(search: Mapping[str, Any], where: str, default_name: str, default_seed: int) -> SearchSettings:
@@ -110,20 +116,30 @@ def parse_settings(search: Mapping[str, Any], where: str, default_name: str, def
         top_k=number("top_k", int, 1),
         baseline=bool(s["baseline"]),
         max_forbidden_streak=number("max_forbidden_streak", int, 1),
+        confirm_top_k=number("confirm_top_k", int, 0),
+        confirm_repeats=number("confirm_repeats", int, 1),
+        confirm_max_repeats=max(number("confirm_max_repeats", int, 1), number("confirm_repeats", int, 1)),
     )
 
 
 # ---------------------------------------------------------------- optuna objects
 
 
-def make_sampler(name: str, seed: int, space_size: int = 100) -> Any:
-    """A seeded sampler. ``gp`` needs torch and scipy in the driver (Optuna's GPSampler).
+def make_sampler(name: str, seed: int, space_size: int = 100, space: Optional[SearchSpace] = None) -> Any:
+    """A seeded sampler. ``gp`` needs torch and scipy in the driver (Optuna's GPSampler);
+    ``structured`` (envmatrix.search.structured) needs the space it plans over.
 
     TPE starts with ``max(3, min(10, space_size // 10))`` random trials, so a
     small space is not spent mostly on the random start.
     """
     import optuna
 
+    if name == "structured":
+        if space is None:
+            raise ValueError("make_sampler('structured') needs the SearchSpace")
+        from envmatrix.search.structured import make_structured_sampler
+
+        return make_structured_sampler(space.space.values, space.vars, space.is_forbidden, seed)
     if name == "tpe":
         return optuna.samplers.TPESampler(seed=seed, n_startup_trials=max(3, min(10, space_size // 10)), multivariate=True)
     if name == "gp":
