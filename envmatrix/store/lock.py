@@ -18,6 +18,7 @@ import time
 from typing import Iterator
 
 from envmatrix.errors import ConfigError
+from envmatrix.store.sqlite import check_not_corrupt
 
 
 class StoreBusy(ConfigError):
@@ -44,6 +45,8 @@ def _holder(fd: int) -> dict:
 @contextlib.contextmanager
 def exclusive(store_path: str, command: str) -> Iterator[None]:
     """Hold the store for this process; StoreBusy (exit 2) naming the holder when another has it."""
+    # A corrupt store is refused before the lock file exists: bad input leaves the run dir untouched.
+    check_not_corrupt(store_path)
     path = lock_path(store_path)
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
     try:
