@@ -13,7 +13,15 @@ import sys
 import traceback
 from typing import Optional, Sequence
 
-from envmatrix.errors import EnvmatrixError
+from envmatrix.errors import EXIT_FAILURES, EXIT_INTERRUPTED, EXIT_OK, EnvmatrixError
+
+EXIT_CODES = """exit codes (the same for sweep, bench, bisect, search, diff):
+  0    all passed / nothing to do
+  1    failures found: cells failed, culprits named, regressions
+  2    usage or bad input: nothing launched or written
+  3    inconclusive: flaky, probe budget spent, unresolved
+  130  interrupted (Ctrl-C); completed results stay in the store
+"""
 
 EXAMPLES = """examples:
   envmatrix sweep                                   # embedded default on this host
@@ -36,7 +44,10 @@ def _sweep_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", metavar="DIR", help="run directory for the store and reports (default: reports/runs/<name>)")
     p.add_argument("--allow-unknown-vars", action="store_true", help="let site-specific variables outside the catalogs through")
     p.add_argument("--rerun", action="store_true", help="run again what the store already holds (new attempts; history is kept)")
-    p.add_argument("--fail-on-failure", action="store_true", help="exit 1 if any probe failed")
+    p.add_argument("--allow-ignored-vars", action="store_true",
+                   help="run even when the backend reads none of the varied variables (e.g. to check env delivery)")
+    p.add_argument("--fail-on-failure", action="store_true",
+                   help="deprecated no-op: a failed cell now always exits 1 (see exit codes)")
     p.set_defaults(func=cmd_sweep)
 
 
@@ -88,6 +99,13 @@ def build_parser() -> argparse.ArgumentParser:
     add_bisect(sub)
     add_search(sub)
     add_cluster(sub)
+    for p in sub.choices.values():
+        # Global flags work after the subcommand too; SUPPRESS keeps a top-level --debug from being reset.
+        p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks")
+        p.epilog = f"{p.epilog.rstrip()}\n\n{EXIT_CODES}" if p.epilog else EXIT_CODES
+        p.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.epilog = EXIT_CODES
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
     return parser
 
 
@@ -142,8 +160,14 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from envmatrix.store import open_store
     from envmatrix.sweep import plan_sweep, run_sweep
 
+    from envmatrix.catalog.backends import check_varied
+
     console = make_console()
     inp, gpus, pins = _prepare(args)
+    atoms = [a for s in inp.setups for a in s.atoms]
+    warning = check_varied(inp.backend, atoms, "sweep", allow=args.allow_ignored_vars)
+    if warning:
+        print(f"envmatrix: {warning}", file=sys.stderr)
     runs = plan_sweep(inp)
     if args.dry_run:
         print_plan(console, inp, runs)
@@ -162,7 +186,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     passed, failed, missing = matrix.counts
     console.print(f"{passed} passed, {failed} failed, {missing} not run; store {os.path.join(run_dir, 'results.sqlite')}")
     console.print("reports: " + ", ".join(paths))
-    return 1 if (args.fail_on_failure and failed) else 0
+    return EXIT_FAILURES if failed else EXIT_OK
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -228,7 +252,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return exc.exit_code
     except KeyboardInterrupt:
         print("envmatrix: interrupted; completed results are in the store, rerun the same command to resume", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

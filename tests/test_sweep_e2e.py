@@ -35,7 +35,7 @@ def test_gloo_sweep_matrix_shows_the_real_failure(cli, tmp_path):
     conf = write_conf(tmp_path / "gloo.yaml", GLOO_CONF)
     out = tmp_path / "run"
     done = cli.run("sweep", f"conf={conf}", "--out", str(out))
-    assert done.returncode == 0, done.stderr + done.stdout
+    assert done.returncode == 1, done.stderr + done.stdout
     data = _results(out)
     assert data["matrix"] == {
         g: {"baseline": "1", "debug_detail": "1", "missing_if": "0"} for g in ("1x2", "2x1", "2x2")

@@ -98,6 +98,11 @@ class ShimLauncher(Launcher):
 
     # -- options and layout
 
+    # Launchers that only work inside a batch allocation name it; configure_launcher checks up front.
+    scheduler: Optional[str] = None
+    scheduler_var = ""
+    scheduler_hint = ""
+
     def options(self, ctx: LaunchContext) -> dict[str, Any]:
         raw = self._options or {}
         allowed = {**COMMON_OPTIONS, **self.option_defaults}

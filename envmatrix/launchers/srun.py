@@ -31,6 +31,7 @@ def export_flag(deliver: Mapping[str, str]) -> str:
 @register
 class SrunLauncher(ShimLauncher):
     name = "srun"
+    scheduler, scheduler_var, scheduler_hint = "slurm", "SLURM_JOB_ID", "salloc/sbatch"
     option_defaults = {"mpi": None}  # e.g. "pmix", "none": passed as --mpi=...
 
     def launcher_argv(self, run: Run, ctx: LaunchContext, layout: Layout, deliver: Mapping[str, str],

@@ -44,14 +44,24 @@ def _setup_of(data: dict) -> Setup:
     return Setup(data["name"], tuple(Atom.from_json(a) for a in data.get("atoms", [])))
 
 
-def legend_for(setups: Sequence[Setup]) -> list[tuple[str, str]]:
-    """First column in full; every other column as a diff against it."""
+def legend_for(setups: Sequence[Setup], backend: Optional[str] = None) -> list[tuple[str, str]]:
+    """First column in full; every other column as a diff against it.
+
+    With ``backend``, a setup's variables that backend never reads are marked, so an all-pass
+    column under gloo is not mistaken for a tested NCCL setting.
+    """
     if not setups:
         return []
     first = setups[0]
     rows = [(first.name, "; ".join(map(str, first.atoms)) or "(inherited env only)")]
     for setup in setups[1:]:
         rows.append((setup.name, "; ".join(setup_diff(first, setup)) or f"same as {first.name}"))
+    if backend:
+        from envmatrix.catalog.backends import ignored_by
+
+        marks = {s.name: ignored_by(backend, s.atoms) for s in setups}
+        rows = [(name, text + (f" [ignored by {backend}: {', '.join(marks[name])}]" if marks[name] else ""))
+                for name, text in rows]
     return rows
 
 
@@ -66,4 +76,5 @@ def build_matrix(runs: Sequence[Run], results: Sequence[ProbeResult]) -> Matrix:
         for (grid, setup), res in cells.items()
         if res is not None and not res.passed
     ]
-    return Matrix(columns, rows, cells, legend_for(setups), failures)
+    backend = runs[0].backend if runs else None
+    return Matrix(columns, rows, cells, legend_for(setups, backend), failures)
