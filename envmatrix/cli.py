@@ -179,7 +179,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     with open_store(f"sqlite:///{os.path.join(run_dir, 'results.sqlite')}") as store:
         listener = LiveProgress(console) if console.is_terminal else LineProgress(console)
         _, runs, results = run_sweep(inp, store, run_dir, environ, pins, len(gpus), host, rerun=args.rerun, listener=listener)
-    matrix = build_matrix(runs, results)
+    matrix = build_matrix(runs, results, [g.label for g in inp.grids])
     title = f"envmatrix sweep {inp.name} ({inp.backend}, probe {inp.probe.name})"
     paths = write_reports(run_dir, matrix, results, title)
     console.print(matrix_tables(matrix, title))
@@ -229,9 +229,12 @@ class LineProgress:
         if event == "start":
             self.console.print(f"sweep: {progress.total} runs, {progress.skipped} already in the store")
         elif result is not None:
-            mark = "pass" if result.passed else f"{result.outcome}: {result.root_cause.get('line') or ''}"[:200]
+            from envmatrix.reporting.console import clip_words, eta_suffix
+
+            mark = "pass" if result.passed else clip_words(f"{result.outcome}: {result.root_cause.get('line') or ''}", 200)
             n = progress.done + progress.skipped
-            self.console.print(f"[{n}/{progress.total}] ({result.setup_name}) {result.grid} {mark}", markup=False)
+            self.console.print(f"[{n}/{progress.total}] ({result.setup_name}) {result.grid} {mark}{eta_suffix(progress)}",
+                               markup=False, soft_wrap=True)  # one grep-able line per run in CI logs
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

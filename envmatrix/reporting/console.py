@@ -78,3 +78,36 @@ def matrix_tables(matrix: Matrix, title: str) -> Group:
             fails.add_row(*map(Text, cells))
         parts.append(fails)
     return Group(*parts)
+
+
+def clip_words(text: str, width: int) -> str:
+    """``text`` on one line, at most ``width`` characters, cut at a word boundary with an ellipsis (never mid-word)."""
+    text = " ".join(str(text).split())
+    if len(text) <= width:
+        return text
+    cut = text[: width - 1]
+    space = cut.rfind(" ")
+    # One long token (a path) has no boundary worth keeping: cut it, still marked.
+    return (cut[:space] if space > width // 3 else cut).rstrip(" ,;:") + "…"
+
+
+def atom_label(index: int, atom) -> str:
+    """The one way a bisect atom is named on screen and in reports: its letter and its assignment (``b:NCCL_ALGO=Ring``)."""
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    letter = letters[index] if index < 26 else f"{letters[index // 26 - 1]}{letters[index % 26]}"
+    return f"{letter}:{atom}"
+
+
+def probe_line(tag: str, label: str, result, launched: bool = True, width: int = 160) -> str:
+    """A bisect/search progress line; results reused from the store say so, so the count of
+    "launched" lines equals the probes-launched figure in the report."""
+    if result.passed:
+        mark = "pass"
+    else:
+        mark = clip_words(f"{result.outcome}: {(result.root_cause or {}).get('line') or ''}", width)
+    return f"[{tag}] {label}: {mark}" + ("" if launched else " (stored, not launched)")
+
+
+def eta_suffix(progress: SweepProgress) -> str:
+    """`` ETA 42s`` for plain progress lines (CI logs get the ETA a terminal shows live)."""
+    return f" ETA {_fmt_eta(progress.eta_s())}" if progress.remaining else " done"

@@ -65,11 +65,13 @@ def legend_for(setups: Sequence[Setup], backend: Optional[str] = None) -> list[t
     return rows
 
 
-def build_matrix(runs: Sequence[Run], results: Sequence[ProbeResult]) -> Matrix:
+def build_matrix(runs: Sequence[Run], results: Sequence[ProbeResult], grid_order: Sequence[str] = ()) -> Matrix:
+    """``grid_order``: the grids as the user gave them; runs go cheapest grid first, rows do not."""
     by_key = {r.run_key: r for r in results}
     setups = list({r.setup.name: r.setup for r in runs}.values())
     columns = [s.name for s in setups]
-    rows = list(dict.fromkeys(r.grid.label for r in runs))
+    ran = list(dict.fromkeys(r.grid.label for r in runs))
+    rows = [g for g in dict.fromkeys(grid_order) if g in ran] + [g for g in ran if g not in grid_order]
     cells = {(r.grid.label, r.setup.name): by_key.get(r.key) for r in runs}
     failures = [
         Failure(res.setup_name, res.grid, res.outcome, res.root_cause.get("rank"), str(res.root_cause.get("line") or ""))
