@@ -165,7 +165,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     console = make_console()
     inp, gpus, pins = _prepare(args)
     atoms = [a for s in inp.setups for a in s.atoms]
-    warning = check_varied(inp.backend, atoms, "sweep", allow=args.allow_ignored_vars)
+    # backend=auto falling back to gloo on a GPU-less host is not the user's choice: warn, do not refuse.
+    auto = str(inp.config.get("backend", "auto")) == "auto"
+    warning = check_varied(inp.backend, atoms, "sweep", allow=args.allow_ignored_vars or auto)
     if warning:
         print(f"envmatrix: {warning}", file=sys.stderr)
     runs = plan_sweep(inp)

@@ -78,7 +78,7 @@ probe:
     )
     t0 = time.monotonic()
     done = cli.run("sweep", f"conf={conf}", "--out", str(tmp_path / "o"))
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 1, done.stderr
     (result,) = _results(tmp_path / "o")["results"]
     assert result["outcome"] == "timeout"
     assert result["duration_s"] <= 3 + 5
@@ -103,7 +103,7 @@ probe:
 """,
     )
     done = cli.run("sweep", f"conf={conf}", "--out", str(tmp_path / "o"), "--allow-unknown-vars")
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 1, done.stderr
     by_setup = {r["setup"]["name"]: r for r in _results(tmp_path / "o")["results"]}
     assert by_setup["segv"]["outcome"] == "crash" and by_setup["segv"]["ranks"][0]["signal"] == "SIGSEGV"
     assert by_setup["skip"]["outcome"] == "unresolved"
