@@ -167,7 +167,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     atoms = [a for s in inp.setups for a in s.atoms]
     # backend=auto falling back to gloo on a GPU-less host is not the user's choice: warn, do not refuse.
     auto = str(inp.config.get("backend", "auto")) == "auto"
-    warning = check_varied(inp.backend, atoms, "sweep", allow=args.allow_ignored_vars or auto)
+    warning = check_varied(inp.backend, atoms, "sweep", allow=args.allow_ignored_vars or auto,
+                           probe=inp.probe.name)
     if warning:
         print(f"envmatrix: {warning}", file=sys.stderr)
     runs = plan_sweep(inp)

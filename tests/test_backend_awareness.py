@@ -65,3 +65,40 @@ def test_mixed_gloo_sweep_warns_once_and_marks_matrix(cli, tmp_path):
     warnings = [l for l in done.stderr.splitlines() if "warning" in l]
     assert warnings == ["envmatrix: warning: backend gloo ignores NCCL_ALGO; results do not depend on them"]
     assert "[ignored by gloo: NCCL_ALGO]" in (tmp_path / "o" / "matrix.md").read_text()
+
+
+def test_command_probes_are_not_judged_by_the_torch_backend():
+    # nccl-tests or a user script reads NCCL_* itself, whatever backend= says
+    assert check_varied("gloo", [Atom("NCCL_ALGO", value="Ring")], probe="command") is None
+    from envmatrix.catalog.backends import is_meaningful_study
+
+    assert is_meaningful_study("nccl") and is_meaningful_study("gloo", "command")
+    assert not is_meaningful_study("gloo", "builtin") and not is_meaningful_study("gloo", None)
+
+
+@pytest.mark.slow
+def test_gloo_search_writes_no_tuner_csv(cli, tmp_path):
+    from search_helpers import run_search
+
+    # mixed space (TORCH_DISTRIBUTED_DEBUG is read by gloo), so a search-side all-ignored guard does not stop it
+    conf = write_conf(tmp_path / "g.yaml", """
+name: gloo_tuner
+backend: gloo
+grids: [1x2]
+probe:
+  timeout_s: 120
+  collectives: [allreduce]
+  bench: {collectives: [allreduce], min_bytes: 4K, max_bytes: 16K, factor: 4, iters: 3, warmup: 1}
+search:
+  trials: 2
+  sampler: bruteforce
+  baseline: false
+  space: {NCCL_ALGO: [Ring, Tree], TORCH_DISTRIBUTED_DEBUG: ["OFF"]}
+  objective: {collective: allreduce, size: 16K}
+""")
+    out = tmp_path / "run"
+    done = run_search(cli, "search", f"conf={conf}", "--out", str(out))
+    assert done.returncode == 0, done.stdout + done.stderr
+    exported = run_search(cli, "export", "--out", str(out))
+    assert exported.returncode == 0, exported.stdout + exported.stderr
+    assert (out / "export" / "best.sh").exists() and not (out / "export" / "tuner.csv").exists()

@@ -66,12 +66,24 @@ def _label(atom) -> str:
     return f"{var}={value}" if var in PATH_VARS and value else var
 
 
-def check_varied(backend: str, atoms: Iterable, what: str = "sweep", allow: bool = False) -> Optional[str]:
+# Probes that run torch.distributed, so the backend decides what is read. A command probe (nccl-tests, a
+# user script) reads NCCL_* itself whatever ``backend`` says: the check does not apply to it.
+TORCH_PROBES = ("builtin",)
+
+
+def backend_governs(probe: str) -> bool:
+    return probe in TORCH_PROBES
+
+
+def check_varied(backend: str, atoms: Iterable, what: str = "sweep", allow: bool = False,
+                 probe: str = "builtin") -> Optional[str]:
     """ConfigError (exit 2) when every varied atom is ignored by ``backend``; the warning line when some are.
 
     ``allow`` (--allow-ignored-vars) turns the error into the warning: env-delivery checks under gloo are legitimate.
     None when nothing is varied or everything varied is read.
     """
+    if not backend_governs(probe):
+        return None
     atoms = list(atoms)
     ignored = ignored_by(backend, atoms)
     if not ignored:
@@ -85,6 +97,6 @@ def check_varied(backend: str, atoms: Iterable, what: str = "sweep", allow: bool
     return f"warning: backend {backend} ignores {names}; results do not depend on them"
 
 
-def is_meaningful_study(backend: str) -> bool:
-    """Whether a search under ``backend`` may export NCCL tuning (tuner.csv): only an NCCL study measured NCCL."""
-    return backend == NCCL
+def is_meaningful_study(backend: Optional[str], probe: Optional[str] = "builtin") -> bool:
+    """Whether a search study may export NCCL tuning (tuner.csv): a torch probe under gloo never ran NCCL."""
+    return backend != GLOO or not backend_governs(probe or "builtin")
