@@ -4,7 +4,10 @@ import io
 import time
 from types import SimpleNamespace
 
+import pytest
 from rich.console import Console
+
+from conftest import write_conf
 
 from envmatrix.cli import LineProgress
 from envmatrix.env.atoms import Atom, Setup
@@ -59,3 +62,15 @@ def test_plain_progress_lines_carry_an_eta_for_ci_logs():
     assert lines[1].startswith("[2/4] (a) 1x2 pass ETA ") and lines[1].endswith("s")
     assert lines[2].startswith("[4/4] (b) 2x2 timeout: rank 1 hung") and lines[2].endswith("… done")
     assert eta_suffix(SweepProgress(total=3)) == " ETA ?"
+
+
+@pytest.mark.slow
+def test_sweep_output_in_a_ci_log(cli, tmp_path):
+    conf = write_conf(tmp_path / "o.yaml", "backend: gloo\ngrids: [2x1, 1x2]\nsetups: {a: {}}\n"
+                      "probe: {timeout_s: 60, collectives: [allreduce]}\n")
+    done = cli.run("sweep", f"conf={conf}", "--out", str(tmp_path / "o"))  # stdout is a pipe, as in CI
+    assert done.returncode == 0, done.stdout + done.stderr
+    progress = [l for l in done.stdout.splitlines() if l.startswith("[")]
+    assert len(progress) == 2 and " ETA " in progress[0] and progress[1].endswith(" done")
+    md = (tmp_path / "o" / "matrix.md").read_text()
+    assert md.index("| 2x1 |") < md.index("| 1x2 |")  # the order given, though 1x2 and 2x1 ran world-size order
