@@ -42,3 +42,12 @@ def test_srun_sweep_outside_allocation_exits_2_and_writes_nothing(cli, tmp_path)
     done = cli.run("sweep", f"conf={conf}", "--out", str(tmp_path / "o"))
     assert done.returncode == 2 and "no allocation" in done.stderr, done.stdout + done.stderr
     assert len(done.stderr.strip().splitlines()) == 1 and not (tmp_path / "o").exists()
+
+
+def test_pals_mpiexec_outside_pbs_is_refused_hydra_with_hosts_is_not():
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PBS_", "SLURM_"))}
+    with pytest.raises(ConfigError, match=r"launcher=mpiexec: no allocation: run inside qsub.*PBS_JOBID is not set"):
+        configure_launcher("mpiexec", {}, (), [Grid(1, 2)], "gloo", environ=env)
+    hydra = configure_launcher("mpiexec", {"flavor": "hydra"}, ("h1", "h2"), [Grid(1, 2)], "gloo", environ=env)
+    inside = configure_launcher("mpiexec", {}, (), [Grid(1, 2)], "gloo", environ={**env, "PBS_JOBID": "9.pbs"})
+    assert hydra.name == inside.name == "mpiexec"
