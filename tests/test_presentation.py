@@ -45,7 +45,16 @@ def test_probe_lines_say_which_were_launched():
     assert shown[0].startswith("[env 1x2] a:NCCL_ALGO=Ring: init_error: NCCL WARN") and shown[0].endswith("…")
     assert shown[1] == "[env 1x2] b:FI_PROVIDER=efa: pass (stored, not launched)"
     assert sum("not launched" not in s for s in shown) == 1
-    assert atom_label(27, Atom("X", value="1")) == "ab:X=1"
+    assert atom_label(27, Atom("X", value="1")) == "B:X=1" and atom_label(60, Atom("X", value="1")) == "x60:X=1"
+
+
+def test_atom_letters_match_the_bisect_report():
+    from envmatrix.bisect.driver import BisectReport
+    from envmatrix.reporting.console import atom_letter
+
+    report = BisectReport.__new__(BisectReport)
+    report.atoms = [Atom(f"V{i}", value="1") for i in range(60)]
+    assert report.labels() == {i: atom_letter(i) for i in range(60)}
 
 
 def test_plain_progress_lines_carry_an_eta_for_ci_logs():

@@ -91,11 +91,17 @@ def clip_words(text: str, width: int) -> str:
     return (cut[:space] if space > width // 3 else cut).rstrip(" ,;:") + "…"
 
 
+_LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+def atom_letter(index: int) -> str:
+    """The bisect atom letters of seed 003 (a..z, A..Z, then x52...): the same scheme as BisectReport.labels()."""
+    return _LETTERS[index] if index < len(_LETTERS) else f"x{index}"
+
+
 def atom_label(index: int, atom) -> str:
     """The one way a bisect atom is named on screen and in reports: its letter and its assignment (``b:NCCL_ALGO=Ring``)."""
-    letters = "abcdefghijklmnopqrstuvwxyz"
-    letter = letters[index] if index < 26 else f"{letters[index // 26 - 1]}{letters[index % 26]}"
-    return f"{letter}:{atom}"
+    return f"{atom_letter(index)}:{atom}"
 
 
 def probe_line(tag: str, label: str, result, launched: bool = True, width: int = 160) -> str:
