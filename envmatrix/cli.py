@@ -17,7 +17,15 @@ import traceback
 from typing import Optional, Sequence
 
 from envmatrix import paths as em_paths
-from envmatrix.errors import EXIT_INTERRUPTED, ConfigError, EnvmatrixError
+from envmatrix.errors import EXIT_FAILURES, EXIT_INTERRUPTED, EXIT_OK, ConfigError, EnvmatrixError
+
+EXIT_CODES = """exit codes (the same for sweep, bench, bisect, search, diff):
+  0    all passed / nothing to do
+  1    failures found: cells failed, culprits named, regressions
+  2    usage or bad input: nothing launched or written
+  3    inconclusive: flaky, probe budget spent, unresolved
+  130  interrupted (Ctrl-C); completed results stay in the store
+"""
 
 EXAMPLES = """examples:
   envmatrix sweep                                   # embedded default on this host
@@ -42,7 +50,10 @@ def _sweep_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", metavar="DIR", help="run directory for the store and reports (default: reports/runs/<name>)")
     p.add_argument("--allow-unknown-vars", action="store_true", help="let site-specific variables outside the catalogs through")
     p.add_argument("--rerun", action="store_true", help="run again what the store already holds (new attempts; history is kept)")
-    p.add_argument("--fail-on-failure", action="store_true", help="exit 1 if any probe failed")
+    p.add_argument("--allow-ignored-vars", action="store_true",
+                   help="run even when the backend reads none of the varied variables (e.g. to check env delivery)")
+    p.add_argument("--fail-on-failure", action="store_true",
+                   help="deprecated no-op: a failed cell now always exits 1 (see exit codes)")
     p.add_argument("--junit", metavar="PATH", help="also write JUnit XML: one testcase per (setup, grid), the root-cause line as message")
     p.set_defaults(func=cmd_sweep)
 
@@ -97,6 +108,13 @@ def build_parser() -> argparse.ArgumentParser:
     add_cluster(sub)
     __import__("envmatrix.cli_report").cli_report.add_parsers(sub)
     from envmatrix.cli_configs import add_parsers as add_configs; add_configs(sub)  # noqa: E702
+    for p in sub.choices.values():
+        # Global flags work after the subcommand too; SUPPRESS keeps a top-level --debug from being reset.
+        p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks")
+        p.epilog = f"{p.epilog.rstrip()}\n\n{EXIT_CODES}" if p.epilog else EXIT_CODES
+        p.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.epilog = EXIT_CODES
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
     return parser
 
 
@@ -156,8 +174,17 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from envmatrix.store.lock import exclusive
     from envmatrix.sweep import plan_sweep, run_sweep
 
+    from envmatrix.catalog.backends import check_varied
+
     console = make_console()
     inp, gpus, pins = _prepare(args)
+    atoms = [a for s in inp.setups for a in s.atoms]
+    # backend=auto falling back to gloo on a GPU-less host is not the user's choice: warn, do not refuse.
+    auto = str(inp.config.get("backend", "auto")) == "auto"
+    warning = check_varied(inp.backend, atoms, "sweep", allow=args.allow_ignored_vars or auto,
+                           probe=inp.probe.name)
+    if warning:
+        print(f"envmatrix: {warning}", file=sys.stderr)
     runs = plan_sweep(inp)
     run_dir = em_paths.run_dir(args.out, inp.name, create=False)
     if args.json and not args.dry_run:
@@ -180,7 +207,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     with exclusive(db, args.command_line), open_store(em_paths.store_url(run_dir)) as store:
         listener = LiveProgress(console) if console.is_terminal else LineProgress(console)
         _, runs, results = run_sweep(inp, store, run_dir, environ, pins, len(gpus), host, rerun=args.rerun, listener=listener)
-    matrix = build_matrix(runs, results)
+    matrix = build_matrix(runs, results, [g.label for g in inp.grids])
     title = f"envmatrix sweep {inp.name} ({inp.backend}, probe {inp.probe.name})"
     paths = write_reports(run_dir, matrix, results, title)
     console.print(matrix_tables(matrix, title))
@@ -190,7 +217,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from envmatrix.reporting.html import after_command
 
     after_command(run_dir, console, args.junit, f"envmatrix.sweep.{inp.name}", results)
-    return 1 if (args.fail_on_failure and failed) else 0
+    return EXIT_FAILURES if failed else EXIT_OK
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -237,9 +264,12 @@ class LineProgress:
         if event == "start":
             self.console.print(f"sweep: {progress.total} runs, {progress.skipped} already in the store")
         elif result is not None:
-            mark = "pass" if result.passed else f"{result.outcome}: {result.root_cause.get('line') or ''}"[:200]
+            from envmatrix.reporting.console import clip_words, eta_suffix
+
+            mark = "pass" if result.passed else clip_words(f"{result.outcome}: {result.root_cause.get('line') or ''}", 200)
             n = progress.done + progress.skipped
-            self.console.print(f"[{n}/{progress.total}] ({result.setup_name}) {result.grid} {mark}", markup=False)
+            self.console.print(f"[{n}/{progress.total}] ({result.setup_name}) {result.grid} {mark}{eta_suffix(progress)}",
+                               markup=False, soft_wrap=True)  # one grep-able line per run in CI logs
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

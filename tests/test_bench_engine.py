@@ -20,7 +20,11 @@ SCRIPT = textwrap.dedent(
         return out
     dist.all_reduce = corrupt
     bad = run_bench(ctx, ["allreduce"], [64], iters=1, warmup=0)
-    print(json.dumps({"good": good, "bad": bad}))
+    print(json.dumps({"good": good, "bad": bad}), flush=True)
+    # Without this, gloo's worker threads and the TCPStore server are torn down by static destructors
+    # at interpreter exit; on a loaded machine a still-joinable std::thread there aborts the process
+    # ("terminate called without an active exception"). rank_main.py does the same.
+    dist.destroy_process_group()
     """
 )
 

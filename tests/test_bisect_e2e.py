@@ -87,7 +87,7 @@ probe: {timeout_s: 30, collectives: [allreduce]}
 """,
     )
     out = tmp_path / "o"
-    assert cli.run("sweep", f"conf={conf}", "--out", str(out)).returncode == 0
+    assert cli.run("sweep", f"conf={conf}", "--out", str(out)).returncode == 1  # a cell failed
     done = cli.run("bisect", f"conf={conf}", "--failing", "1x2", "--out", str(out), "--json", str(tmp_path / "r.json"), "--no-repair")
     assert done.returncode == 0, done.stdout + done.stderr
     (report,) = json.loads((tmp_path / "r.json").read_text())

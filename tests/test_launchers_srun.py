@@ -167,7 +167,7 @@ probe: {timeout_s: 90, collectives: [allreduce]}
 def test_cli_sweep_with_real_slurm(slurm, cli, tmp_path):
     conf = write_conf(tmp_path / "s.yaml", SRUN_CONF)
     cli.env.update(SLURM_CONF=slurm["SLURM_CONF"])
-    argv = ["salloc", "-N1", "-n4", "--overcommit", *cli.argv("sweep", f"conf={conf}", "--out", str(tmp_path / "o"))]
+    argv = ["salloc", "-N1", "-n4", "--overcommit", *cli.argv("sweep", f"conf={conf}", "--out", str(tmp_path / "o"), "--allow-ignored-vars")]
     done = subprocess.run(argv, cwd=tmp_path, env=cli.env, capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stderr + done.stdout
     (result,) = json.loads((tmp_path / "o" / "results.json").read_text())["results"]

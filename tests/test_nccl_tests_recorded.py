@@ -70,7 +70,7 @@ def test_command_probe_parses_nccl_tests_output(cli, tmp_path):
         },
     )
     done = cli.run("sweep", f"conf={conf}", "--out", str(tmp_path / "o"), "--allow-unknown-vars")
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 1, done.stderr  # the wrong and collnet cells failed
     results = {r["setup"]["name"]: r for r in json.loads((tmp_path / "o" / "results.json").read_text())["results"]}
     assert results["good"]["outcome"] == "pass" and len(results["good"]["metrics"]) == 6
     assert results["good"]["metrics"][0]["source"] == "nccl-tests"

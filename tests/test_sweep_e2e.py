@@ -35,7 +35,7 @@ def test_gloo_sweep_matrix_shows_the_real_failure(cli, tmp_path):
     conf = write_conf(tmp_path / "gloo.yaml", GLOO_CONF)
     out = tmp_path / "run"
     done = cli.run("sweep", f"conf={conf}", "--out", str(out))
-    assert done.returncode == 0, done.stderr + done.stdout
+    assert done.returncode == 1, done.stderr + done.stdout
     data = _results(out)
     assert data["matrix"] == {
         g: {"baseline": "1", "debug_detail": "1", "missing_if": "0"} for g in ("1x2", "2x1", "2x2")
@@ -78,7 +78,7 @@ probe:
     )
     t0 = time.monotonic()
     done = cli.run("sweep", f"conf={conf}", "--out", str(tmp_path / "o"))
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 1, done.stderr
     (result,) = _results(tmp_path / "o")["results"]
     assert result["outcome"] == "timeout"
     assert result["duration_s"] <= 3 + 5
@@ -103,7 +103,7 @@ probe:
 """,
     )
     done = cli.run("sweep", f"conf={conf}", "--out", str(tmp_path / "o"), "--allow-unknown-vars")
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 1, done.stderr
     by_setup = {r["setup"]["name"]: r for r in _results(tmp_path / "o")["results"]}
     assert by_setup["segv"]["outcome"] == "crash" and by_setup["segv"]["ranks"][0]["signal"] == "SIGSEGV"
     assert by_setup["skip"]["outcome"] == "unresolved"

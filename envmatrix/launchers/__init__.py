@@ -43,6 +43,9 @@ def configure_launcher(
 
     env = os.environ if environ is None else environ
     alloc = detect(env, read_text)
+    if alloc is None and cls.needs_allocation(dict(options or {}), tuple(hosts)):
+        # Checked once here: otherwise every run launches and fails alone with the launcher's own message.
+        raise ConfigError(f"launcher={name}: no allocation: run inside {cls.scheduler_hint}; {cls.scheduler_var} is not set")
     launcher = cls(options=dict(options or {}), hosts=tuple(hosts), allocation=alloc)
     if alloc is not None and grids:
         from envmatrix.launchers.base import LaunchContext as _Ctx

@@ -7,7 +7,7 @@ host every rank runs here (``--ppn W``) and the shim emulates the nodes.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from envmatrix.errors import ConfigError
 from envmatrix.launchers.base import LaunchContext, register
@@ -21,6 +21,13 @@ FLAVORS = ("pals", "hydra")
 class MpiexecLauncher(ShimLauncher):
     name = "mpiexec"
     option_defaults = {"flavor": "pals", "hostfile": None}
+    scheduler, scheduler_var = "pbs", "PBS_JOBID"
+    scheduler_hint = "qsub/qsub -I or pass launcher_opts.mpiexec.flavor=hydra with hosts=[...]"
+
+    @classmethod
+    def needs_allocation(cls, options: Mapping[str, Any], hosts: Sequence[str]) -> bool:
+        # PALS mpiexec talks to the job's PALS daemons: without a PBS job there are none. Hydra runs anywhere.
+        return options.get("flavor", "pals") == "pals" and not (hosts or options.get("hosts") or options.get("hostfile"))
 
     def launcher_argv(self, run: Run, ctx: LaunchContext, layout: Layout, deliver: Mapping[str, str],
                       opts: Mapping[str, Any]) -> tuple[str, ...]:

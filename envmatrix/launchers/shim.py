@@ -98,6 +98,15 @@ class ShimLauncher(Launcher):
 
     # -- options and layout
 
+    # Launchers that only work inside a batch allocation name it; configure_launcher checks up front.
+    scheduler: Optional[str] = None
+    scheduler_var = ""  # the variable the allocation sets (SLURM_JOB_ID, PBS_JOBID)
+    scheduler_hint = ""  # "salloc/sbatch or pass ...": how to get one, or what to use instead
+
+    @classmethod
+    def needs_allocation(cls, options: Mapping[str, Any], hosts: Sequence[str]) -> bool:
+        return cls.scheduler is not None
+
     def options(self, ctx: LaunchContext) -> dict[str, Any]:
         raw = self._options or {}
         allowed = {**COMMON_OPTIONS, **self.option_defaults}

@@ -31,6 +31,8 @@ def export_flag(deliver: Mapping[str, str]) -> str:
 @register
 class SrunLauncher(ShimLauncher):
     name = "srun"
+    scheduler, scheduler_var = "slurm", "SLURM_JOB_ID"
+    scheduler_hint = "salloc/sbatch or pass launcher=mpirun (or local) with hosts=[...]"
     option_defaults = {"mpi": None}  # e.g. "pmix", "none": passed as --mpi=...
 
     def launcher_argv(self, run: Run, ctx: LaunchContext, layout: Layout, deliver: Mapping[str, str],

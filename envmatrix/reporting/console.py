@@ -78,3 +78,42 @@ def matrix_tables(matrix: Matrix, title: str) -> Group:
             fails.add_row(*map(Text, cells))
         parts.append(fails)
     return Group(*parts)
+
+
+def clip_words(text: str, width: int) -> str:
+    """``text`` on one line, at most ``width`` characters, cut at a word boundary with an ellipsis (never mid-word)."""
+    text = " ".join(str(text).split())
+    if len(text) <= width:
+        return text
+    cut = text[: width - 1]
+    space = cut.rfind(" ")
+    # One long token (a path) has no boundary worth keeping: cut it, still marked.
+    return (cut[:space] if space > width // 3 else cut).rstrip(" ,;:") + "…"
+
+
+_LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+def atom_letter(index: int) -> str:
+    """The bisect atom letters of seed 003 (a..z, A..Z, then x52...): the same scheme as BisectReport.labels()."""
+    return _LETTERS[index] if index < len(_LETTERS) else f"x{index}"
+
+
+def atom_label(index: int, atom) -> str:
+    """The one way a bisect atom is named on screen and in reports: its letter and its assignment (``b:NCCL_ALGO=Ring``)."""
+    return f"{atom_letter(index)}:{atom}"
+
+
+def probe_line(tag: str, label: str, result, launched: bool = True, width: int = 160) -> str:
+    """A bisect/search progress line; results reused from the store say so, so the count of
+    "launched" lines equals the probes-launched figure in the report."""
+    if result.passed:
+        mark = "pass"
+    else:
+        mark = clip_words(f"{result.outcome}: {(result.root_cause or {}).get('line') or ''}", width)
+    return f"[{tag}] {label}: {mark}" + ("" if launched else " (stored, not launched)")
+
+
+def eta_suffix(progress: SweepProgress) -> str:
+    """`` ETA 42s`` for plain progress lines (CI logs get the ETA a terminal shows live)."""
+    return f" ETA {_fmt_eta(progress.eta_s())}" if progress.remaining else " done"

@@ -44,26 +44,39 @@ def _setup_of(data: dict) -> Setup:
     return Setup(data["name"], tuple(Atom.from_json(a) for a in data.get("atoms", [])))
 
 
-def legend_for(setups: Sequence[Setup]) -> list[tuple[str, str]]:
-    """First column in full; every other column as a diff against it."""
+def legend_for(setups: Sequence[Setup], backend: Optional[str] = None) -> list[tuple[str, str]]:
+    """First column in full; every other column as a diff against it.
+
+    With ``backend``, a setup's variables that backend never reads are marked, so an all-pass
+    column under gloo is not mistaken for a tested NCCL setting.
+    """
     if not setups:
         return []
     first = setups[0]
     rows = [(first.name, "; ".join(map(str, first.atoms)) or "(inherited env only)")]
     for setup in setups[1:]:
         rows.append((setup.name, "; ".join(setup_diff(first, setup)) or f"same as {first.name}"))
+    if backend:
+        from envmatrix.catalog.backends import ignored_by
+
+        marks = {s.name: ignored_by(backend, s.atoms) for s in setups}
+        rows = [(name, text + (f" [ignored by {backend}: {', '.join(marks[name])}]" if marks[name] else ""))
+                for name, text in rows]
     return rows
 
 
-def build_matrix(runs: Sequence[Run], results: Sequence[ProbeResult]) -> Matrix:
+def build_matrix(runs: Sequence[Run], results: Sequence[ProbeResult], grid_order: Sequence[str] = ()) -> Matrix:
+    """``grid_order``: the grids as the user gave them; runs go cheapest grid first, rows do not."""
     by_key = {r.run_key: r for r in results}
     setups = list({r.setup.name: r.setup for r in runs}.values())
     columns = [s.name for s in setups]
-    rows = list(dict.fromkeys(r.grid.label for r in runs))
+    ran = list(dict.fromkeys(r.grid.label for r in runs))
+    rows = [g for g in dict.fromkeys(grid_order) if g in ran] + [g for g in ran if g not in grid_order]
     cells = {(r.grid.label, r.setup.name): by_key.get(r.key) for r in runs}
     failures = [
         Failure(res.setup_name, res.grid, res.outcome, res.root_cause.get("rank"), str(res.root_cause.get("line") or ""))
         for (grid, setup), res in cells.items()
         if res is not None and not res.passed
     ]
-    return Matrix(columns, rows, cells, legend_for(setups), failures)
+    backend = runs[0].backend if runs else None
+    return Matrix(columns, rows, cells, legend_for(setups, backend), failures)

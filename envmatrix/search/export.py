@@ -147,6 +147,11 @@ def tuner_rows(study: Any) -> list[list[str]]:
 
 
 def tuner_csv(study: Any) -> Optional[str]:
+    from envmatrix.catalog.backends import is_meaningful_study
+
+    meta = study_meta(study)[2]
+    if not is_meaningful_study(meta.get("backend"), (meta.get("probe") or {}).get("name")):
+        return None  # gloo never ran NCCL's algorithms: a tuner file would encode noise
     rows = tuner_rows(study)
     if not rows:
         return None

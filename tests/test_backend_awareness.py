@@ -1,0 +1,104 @@
+"""Backend awareness: gloo never reads NCCL_*/FI_*/plugin paths, so a gloo sweep of them must say so."""
+
+import pytest
+
+from conftest import write_conf
+from envmatrix.catalog.backends import check_varied, ignored_by, readers
+from envmatrix.env.atoms import PREPEND, Atom
+from envmatrix.errors import ConfigError
+from envmatrix.reporting.matrix import legend_for
+from envmatrix.env.atoms import Setup
+
+
+def test_families_know_their_readers():
+    assert readers("NCCL_ALGO") == {"nccl"} and readers("FI_PROVIDER") == {"nccl"}
+    assert readers("TORCH_NCCL_BLOCKING_WAIT") == {"nccl"}
+    assert readers("GLOO_SOCKET_IFNAME") == {"gloo"}
+    assert readers("MASTER_ADDR") == {"nccl", "gloo"} and readers("TORCH_DISTRIBUTED_DEBUG") == {"nccl", "gloo"}
+    assert readers("LD_LIBRARY_PATH", "/opt/aws-ofi-nccl/lib") == {"nccl"}
+    assert readers("LD_LIBRARY_PATH", "/usr/lib/x86_64-linux-gnu") == {"nccl", "gloo"}
+    assert readers("SITE_SPECIFIC_THING") == {"nccl", "gloo"}  # unknown: never claimed ignored
+
+
+def test_all_ignored_is_one_line_error_and_mixed_is_one_warning():
+    nccl_only = [Atom("NCCL_ALGO", value="Ring"), Atom("FI_PROVIDER", value="efa"),
+                 Atom("LD_LIBRARY_PATH", PREPEND, "/opt/amazon/ofi-nccl/lib")]
+    with pytest.raises(ConfigError) as err:
+        check_varied("gloo", nccl_only, "search")
+    msg = str(err.value)
+    assert "\n" not in msg and "NCCL_ALGO" in msg and "FI_PROVIDER" in msg and "search" in msg
+    assert "--allow-ignored-vars" in msg
+    assert check_varied("gloo", nccl_only, allow=True).startswith("warning: backend gloo ignores NCCL_ALGO")
+    mixed = [*nccl_only, Atom("GLOO_SOCKET_IFNAME", value="lo")]
+    warning = check_varied("gloo", mixed)
+    assert warning == ("warning: backend gloo ignores NCCL_ALGO, FI_PROVIDER, "
+                       "LD_LIBRARY_PATH=/opt/amazon/ofi-nccl/lib; results do not depend on them")
+    assert check_varied("nccl", nccl_only) is None and check_varied("gloo", []) is None
+    assert ignored_by("nccl", mixed) == ["GLOO_SOCKET_IFNAME"]
+
+
+def test_legend_marks_ignored_variables():
+    setups = [Setup("base"), Setup("ring", (Atom("NCCL_ALGO", value="Ring"), Atom("GLOO_SOCKET_IFNAME", value="lo")))]
+    legend = dict(legend_for(setups, "gloo"))
+    assert legend["ring"].endswith("[ignored by gloo: NCCL_ALGO]") and "[ignored" not in legend["base"]
+    assert dict(legend_for(setups, "nccl"))["ring"].endswith("[ignored by nccl: GLOO_SOCKET_IFNAME]")
+    assert legend_for(setups) == legend_for(setups, None) and "[ignored" not in str(legend_for(setups))
+
+
+def test_gloo_sweep_of_nccl_only_variables_stops_before_launching(cli, tmp_path):
+    conf = write_conf(tmp_path / "g.yaml", "backend: gloo\ngrids: [1x2]\nsetups:\n  ring: {NCCL_ALGO: Ring}\n"
+                      "  tree: {NCCL_ALGO: Tree, FI_PROVIDER: efa}\nprobe: {timeout_s: 60}\n")
+    done = cli.run("sweep", f"conf={conf}", "--out", str(tmp_path / "o"))
+    assert done.returncode == 2, done.stdout + done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "NCCL_ALGO" in lines[0] and "gloo" in lines[0] and "Traceback" not in done.stderr
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.slow
+def test_mixed_gloo_sweep_warns_once_and_marks_matrix(cli, tmp_path):
+    conf = write_conf(tmp_path / "m.yaml", "backend: gloo\ngrids: [1x2]\nsetups:\n  base: {}\n"
+                      "  both: {NCCL_ALGO: Ring, TORCH_DISTRIBUTED_DEBUG: DETAIL}\n"
+                      "probe: {timeout_s: 60, collectives: [allreduce]}\n")
+    done = cli.run("sweep", f"conf={conf}", "--out", str(tmp_path / "o"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    warnings = [l for l in done.stderr.splitlines() if "warning" in l]
+    assert warnings == ["envmatrix: warning: backend gloo ignores NCCL_ALGO; results do not depend on them"]
+    assert "[ignored by gloo: NCCL_ALGO]" in (tmp_path / "o" / "matrix.md").read_text()
+
+
+def test_command_probes_are_not_judged_by_the_torch_backend():
+    # nccl-tests or a user script reads NCCL_* itself, whatever backend= says
+    assert check_varied("gloo", [Atom("NCCL_ALGO", value="Ring")], probe="command") is None
+    from envmatrix.catalog.backends import is_meaningful_study
+
+    assert is_meaningful_study("nccl") and is_meaningful_study("gloo", "command")
+    assert not is_meaningful_study("gloo", "builtin") and not is_meaningful_study("gloo", None)
+
+
+@pytest.mark.slow
+def test_gloo_search_writes_no_tuner_csv(cli, tmp_path):
+    from search_helpers import run_search
+
+    # mixed space (TORCH_DISTRIBUTED_DEBUG is read by gloo), so a search-side all-ignored guard does not stop it
+    conf = write_conf(tmp_path / "g.yaml", """
+name: gloo_tuner
+backend: gloo
+grids: [1x2]
+probe:
+  timeout_s: 120
+  collectives: [allreduce]
+  bench: {collectives: [allreduce], min_bytes: 4K, max_bytes: 16K, factor: 4, iters: 3, warmup: 1}
+search:
+  trials: 2
+  sampler: bruteforce
+  baseline: false
+  space: {NCCL_ALGO: [Ring, Tree], TORCH_DISTRIBUTED_DEBUG: ["OFF"]}
+  objective: {collective: allreduce, size: 16K}
+""")
+    out = tmp_path / "run"
+    done = run_search(cli, "search", f"conf={conf}", "--out", str(out))
+    assert done.returncode == 0, done.stdout + done.stderr
+    exported = run_search(cli, "export", "--out", str(out))
+    assert exported.returncode == 0, exported.stdout + exported.stderr
+    assert (out / "export" / "best.sh").exists() and not (out / "export" / "tuner.csv").exists()

@@ -1,0 +1,31 @@
+"""One exit-code convention, documented in every --help and honoured by sweep end to end."""
+
+import pytest
+
+from conftest import write_conf
+from envmatrix.cli import EXIT_CODES, build_parser
+
+
+def test_every_command_help_documents_the_same_exit_codes():
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.choices and "sweep" in a.choices)
+    for name in ("sweep", "bench", "bisect", "search"):
+        assert EXIT_CODES in sub.choices[name].format_help(), name
+    assert EXIT_CODES in parser.format_help()
+    for code in ("0 ", "1 ", "2 ", "3 ", "130"):
+        assert f"\n  {code}" in EXIT_CODES
+
+
+@pytest.mark.slow
+def test_sweep_exit_codes_end_to_end(cli, tmp_path):
+    ok = write_conf(tmp_path / "ok.yaml", "backend: gloo\ngrids: [1x2]\nsetups: {base: {}}\n"
+                    "probe: {timeout_s: 60, collectives: [allreduce]}\n")
+    bad = write_conf(tmp_path / "bad.yaml", "backend: gloo\ngrids: [1x2]\nsetups:\n  base: {}\n"
+                     "  broken: {GLOO_SOCKET_IFNAME: envmx_missing0}\nprobe: {timeout_s: 60, collectives: [allreduce]}\n")
+    assert cli.run("sweep", f"conf={ok}", "--out", str(tmp_path / "a")).returncode == 0
+    failed = cli.run("sweep", f"conf={bad}", "--out", str(tmp_path / "b"))
+    assert failed.returncode == 1, failed.stdout + failed.stderr
+    # the old opt-in flag is still accepted and changes nothing
+    assert cli.run("sweep", f"conf={bad}", "--out", str(tmp_path / "b"), "--fail-on-failure").returncode == 1
+    assert cli.run("sweep", f"conf={ok}", "--dry-run").returncode == 0
+    assert cli.run("sweep", "conf=/nonexistent.yaml").returncode == 2
