@@ -176,8 +176,13 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
     from envmatrix.catalog.backends import check_varied
 
+    from envmatrix.store.sqlite import check_not_corrupt
+
     console = make_console()
     inp, gpus, pins = _prepare(args)
+    # where results would go is checked first: those errors name the file, and nothing is created before them
+    run_dir = em_paths.run_dir(args.out, inp.name, create=False)
+    check_not_corrupt(os.path.join(run_dir, "results.sqlite"))
     atoms = [a for s in inp.setups for a in s.atoms]
     # backend=auto falling back to gloo on a GPU-less host is not the user's choice: warn, do not refuse.
     auto = str(inp.config.get("backend", "auto")) == "auto"
@@ -186,7 +191,6 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if warning:
         print(f"envmatrix: {warning}", file=sys.stderr)
     runs = plan_sweep(inp)
-    run_dir = em_paths.run_dir(args.out, inp.name, create=False)
     if args.json and not args.dry_run:
         raise ConfigError("--json: only with --dry-run; allowed: --dry-run --json")
     if args.dry_run:

@@ -114,6 +114,8 @@ def run_dir(out: str | None, name: str, create: bool = True) -> str:
         path = under(os.path.abspath(RUNS_DIR), check_name(name, "name"))
     if os.path.exists(path) and not os.path.isdir(path):
         raise ConfigError(f"--out {path}: exists and is not a directory; give a directory (new or a previous run's)")
+    if not create:
+        _check_creatable(path)
     if create:
         try:
             os.makedirs(path, exist_ok=True)
@@ -122,6 +124,20 @@ def run_dir(out: str | None, name: str, create: bool = True) -> str:
         if not os.access(path, os.W_OK | os.X_OK):
             raise ConfigError(f"--out {path}: directory is not writable; give a writable directory")
     return path
+
+
+def _check_creatable(path: str) -> None:
+    """Refuse, without creating anything, a run directory that makedirs could not create."""
+    ancestor = path
+    while not os.path.exists(ancestor):
+        parent = os.path.dirname(ancestor)
+        if parent == ancestor:
+            return
+        ancestor = parent
+    if not os.path.isdir(ancestor):
+        raise ConfigError(f"--out {path}: cannot create the directory ({ancestor} is not a directory); give a writable directory")
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        raise ConfigError(f"--out {path}: cannot create the directory ({ancestor} is not writable); give a writable directory")
 
 
 def store_url(run_directory: str) -> str:

@@ -54,7 +54,7 @@ def test_sweep_junit(cli, tmp_path):
     conf = write_conf(tmp_path / "c.yaml", CONF)
     xml_path = tmp_path / "ci" / "sweep.xml"
     done = cli.run("sweep", f"conf={conf}", "--out", str(tmp_path / "run"), "--junit", str(xml_path))
-    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.returncode == 1, done.stdout + done.stderr  # a failed cell: exit 1
     cases = _cases(xml_path.read_text())
     assert set(cases) == {"(baseline) 1x2", "(missing_if) 1x2"}
     assert cases["(baseline) 1x2"].find("failure") is None
