@@ -1,7 +1,7 @@
 """Rank-side bench: timed, value-checked collectives over a size sweep (imports torch lazily).
 
-Per size: warmup, then ``iters`` back-to-back launches timed with CUDA events
-(host clock on CPU), then a fresh run whose result is compared with the exact
+Per size: warmup, then ``iters`` launches timed as the chosen timing mode says
+(envmatrix/bench/timing.py; default: nccl-tests' host-clock window), then a fresh run whose result is compared with the exact
 expected values (nccl-tests' ``-c 1``: #wrong elements). Data are small
 integers, exact in every dtype offered, so the check is exact.
 """
@@ -15,6 +15,7 @@ from typing import Any, Callable
 
 from envmatrix.bench.formulas import collective_spec
 from envmatrix.bench.sizes import aligned_count
+from envmatrix.bench.timing import check_timing
 
 DTYPES = ("float32", "float16", "bfloat16", "int32")
 
@@ -243,60 +244,96 @@ BUILDERS: dict[str, Builder] = {
 _BLOCKING_ONLY = ("p2p", "ps_central", "ps_sharded")
 
 
-# A GPU-side sleep queued before the start event keeps the stream busy while the
-# host is still inside torch's launch path, so the events time the collectives
-# and not Python/c10d launch latency (nccl-tests' C launch costs microseconds).
+# device-hides-launch only: a GPU-side sleep queued before the start event keeps
+# the stream busy while the host is inside torch's launch path, so the events
+# time the collectives alone. It hides the per-launch host cost that nccl-tests'
+# window includes (issue 16: small sizes looked up to 2.8x faster), hence not default.
 _HOLD_US_PER_LAUNCH = 100.0
 _CYCLES_PER_US = 2000.0
+
+# nccl-tests -G N launches the captured graph N times; we compare with -G 1.
+GRAPH_LAUNCHES = 1
 
 
 def _hold_stream(c: BenchContext, launches: int) -> None:
     c.torch.cuda._sleep(int((50.0 + _HOLD_US_PER_LAUNCH * launches) * _CYCLES_PER_US))
 
 
-def _timed_batched(c: BenchContext, run: Callable[..., list], iters: int) -> float:
-    """Mean time per op in microseconds with every launch issued back to back, as nccl-tests times.
-
-    torch's blocking collectives make the compute stream wait for the NCCL
-    stream after every call; async launches keep the NCCL stream busy instead.
-    """
+def _launch_all(run: Callable[..., list], iters: int) -> None:
     works: list = []
-    if c.device.type == "cuda":
-        start, end = c.torch.cuda.Event(enable_timing=True), c.torch.cuda.Event(enable_timing=True)
-        _hold_stream(c, iters)
-        start.record()
-        for _ in range(iters):
-            works += run(True)
-        for work in works:
-            work.wait()
-        end.record()
-        c.sync()
-        return start.elapsed_time(end) * 1e3 / iters
-    t0 = time.perf_counter()
     for _ in range(iters):
         works += run(True)
+    # on CUDA wait() only orders the current stream after the NCCL stream; the sync that follows blocks the host
     for work in works:
         work.wait()
+
+
+def _timed_host(c: BenchContext, run: Callable[..., list], iters: int) -> float:
+    """nccl-tests' default: host clock around ``iters`` back-to-back launches and one stream sync (us per op)."""
+    c.sync()
+    t0 = time.perf_counter()
+    _launch_all(run, iters)
+    c.sync()
     return (time.perf_counter() - t0) * 1e6 / iters
 
 
-def _timed(c: BenchContext, run: Callable[..., list], iters: int) -> list[float]:
-    """Per-iteration times in microseconds of blocking calls."""
-    if c.device.type == "cuda":
-        pairs = [(c.torch.cuda.Event(enable_timing=True), c.torch.cuda.Event(enable_timing=True)) for _ in range(iters)]
-        for start, end in pairs:
-            _hold_stream(c, 1)
-            start.record()
+def _timed_graph(c: BenchContext, run: Callable[..., list], iters: int, launches: int = GRAPH_LAUNCHES) -> float:
+    """nccl-tests -G: ``iters`` launches captured into one CUDA graph, the graph launched ``launches`` times, host-timed."""
+    torch = c.torch
+    side = torch.cuda.Stream(device=c.device)
+    side.wait_stream(torch.cuda.current_stream(c.device))
+    with torch.cuda.stream(side):
+        run()  # capture needs the collective already set up on a non-default stream
+    torch.cuda.current_stream(c.device).wait_stream(side)
+    c.sync()
+    graph = torch.cuda.CUDAGraph()
+    # thread_local: c10d's watchdog thread may query events while this thread captures
+    with torch.cuda.graph(graph, capture_error_mode="thread_local"):
+        for _ in range(iters):
             run()
-            end.record()
-        c.sync()
-        return [start.elapsed_time(end) * 1e3 for start, end in pairs]
+    _barrier(c)
+    t0 = time.perf_counter()
+    for _ in range(launches):
+        graph.replay()
+    c.sync()
+    elapsed = (time.perf_counter() - t0) * 1e6 / (iters * launches)
+    del graph
+    return elapsed
+
+
+def _timed_hidden(c: BenchContext, run: Callable[..., list], iters: int) -> float:
+    """CUDA events around back-to-back launches behind a GPU sleep: device time, host launch cost hidden."""
+    start, end = c.torch.cuda.Event(enable_timing=True), c.torch.cuda.Event(enable_timing=True)
+    _hold_stream(c, iters)
+    start.record()
+    _launch_all(run, iters)
+    end.record()
+    c.sync()
+    return start.elapsed_time(end) * 1e3 / iters
+
+
+def _timed_blocking(c: BenchContext, run: Callable[..., list], iters: int) -> list[float]:
+    """Per-call host times in microseconds, each call completed (stream synced) before the next."""
     times = []
     for _ in range(iters):
+        c.sync()
         t0 = time.perf_counter()
         run()
+        c.sync()
         times.append((time.perf_counter() - t0) * 1e6)
     return times
+
+
+WINDOW_TIMERS: dict[str, Callable[[BenchContext, Callable[..., list], int], float]] = {
+    "host": _timed_host,
+    "graph": _timed_graph,
+    "device-hides-launch": _timed_hidden,
+}
+
+
+def effective_timing(requested: str, collective: str) -> str:
+    """The timing a row is actually measured with: dependent patterns always run call by call."""
+    return "blocking" if collective in _BLOCKING_ONLY or requested == "blocking" else requested
 
 
 def _barrier(c: BenchContext) -> None:
@@ -312,8 +349,10 @@ def run_bench(
     iters: int,
     warmup: int,
     check: bool = True,
-    timing: str = "batched",
+    timing: str = "host",
 ) -> list[dict[str, Any]]:
+    # a CUDA-only timing on a CPU group would die inside torch.cuda; say why instead
+    check_timing(timing, "nccl" if c.device.type == "cuda" else "gloo", "bench")
     rows = []
     warnings.filterwarnings("ignore", category=FutureWarning)
     for name in collectives:
@@ -326,13 +365,14 @@ def run_bench(
             for _ in range(warmup):
                 run()
             _barrier(c)
-            if timing == "batched" and name not in _BLOCKING_ONLY:
-                mean = _timed_batched(c, run, iters)
-                _barrier(c)
-                times = _timed(c, run, max(1, min(iters, 10)))  # per-call spread
-            else:
-                times = _timed(c, run, iters)
+            used = effective_timing(timing, name)
+            if used == "blocking":
+                times = _timed_blocking(c, run, iters)
                 mean = sum(times) / len(times)
+            else:
+                # one timed window, as nccl-tests: its mean is this rank's only sample
+                mean = WINDOW_TIMERS[used](c, run, iters)
+                times = [mean]
             wrong = verify() if check else None
             participant = name != "p2p" or c.rank in p2p_pair(c.world, c.ppn)
             if not participant:
@@ -346,7 +386,7 @@ def run_bench(
                     "iters": iters,
                     "warmup": warmup,
                     "time_us": mean,
-                    "timing": timing if name not in _BLOCKING_ONLY else "blocking",
+                    "timing": used,
                     "time_min_us": min(times),
                     "time_median_us": statistics.median(times),
                     "time_max_us": max(times),
