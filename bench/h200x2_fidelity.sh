@@ -13,7 +13,8 @@ work=$(mktemp -d /tmp/fid.XXXXXX)
 log=$OUT/fidelity_log.txt
 mkdir -p "$OUT"
 # nccl-tests must load the very libnccl torch loads (the nvidia-nccl wheel), not the system one
-nccl_home=$(python3 -c "import nvidia.nccl as m; print(list(m.__path__)[0])")
+nccl_home=$(python3 -c "import nvidia.nccl as m; print(list(m.__path__)[0])") \
+  || { echo "no nvidia-nccl wheel beside torch: cannot pin nccl-tests to torch's libnccl" | tee -a "$log"; exit 2; }
 export LD_LIBRARY_PATH=$nccl_home/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 
 if [ "${QUICK:-0}" = 1 ]; then
