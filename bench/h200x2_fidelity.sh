@@ -3,7 +3,8 @@
 # Usage (repo root on the box, nccl-tests already built in ./.nt/nccl-tests/build against torch's NCCL):
 #   bash bench/h200x2_fidelity.sh            full: AR/AG/RS/A2A/bcast, 16 B - 1 GiB -f 4, 2 repeats, both modes
 #   QUICK=1 bash bench/h200x2_fidelity.sh    first check: allreduce 16 B - 64 MiB, both modes, 1 repeat (< 2 min)
-# Modes compared: nccl-tests default vs envmatrix --timing host; nccl-tests -G 1 vs envmatrix --timing graph.
+# Modes compared: nccl-tests default vs envmatrix --timing host; nccl-tests -G 1 vs envmatrix --timing graph;
+# once, nccl-tests default vs --timing host-torch (launches through torch.distributed instead of straight into libnccl).
 # Outputs under $OUT: fidelity_table.md, fidelity_log.txt, fidelity_raw.tar.gz (stdout files + result stores).
 set -uo pipefail
 source bench/box_env.sh
@@ -52,6 +53,8 @@ for r in $(seq 1 "$repeats"); do
   echo "== repeat $r $(date -u +%T)" >>"$log"
   if [ $((r % 2)) = 1 ]; then
     nccl_tests default "$r"; envmatrix_bench host "$r"; nccl_tests graph "$r" -G 1; envmatrix_bench graph "$r"
+    # torch.distributed's own call path in the same window, once: what the direct launches remove
+    [ "${QUICK:-0}" = 1 ] || envmatrix_bench host-torch "$r"
   else
     envmatrix_bench graph "$r"; nccl_tests graph "$r" -G 1; envmatrix_bench host "$r"; nccl_tests default "$r"
   fi
@@ -65,6 +68,8 @@ done
   python3 bench/fidelity_table.py 1x2 "$work/em_host_r*" "$work/nt_default_r*_*.txt" "host vs default"
   echo
   python3 bench/fidelity_table.py 1x2 "$work/em_graph_r*" "$work/nt_graph_r*_*.txt" "graph vs -G 1"
+  echo
+  [ -d "$work/em_host-torch_r1" ] && python3 bench/fidelity_table.py 1x2 "$work/em_host-torch_r1" "$work/nt_default_r1_*.txt" "host-torch (torch.distributed call path) vs default, repeat 1"
 } >"$OUT/fidelity_table.md" 2>>"$log"
 tar -czf "$OUT/fidelity_raw.tar.gz" -C "$work" . 2>>"$log"
 echo "== done $(date -u +%T)" >>"$log"

@@ -12,7 +12,8 @@ from envmatrix.reporting.bench_tables import busbw_by_size, collective_title, nc
 
 def test_default_is_nccl_tests_host_window_and_hiding_modes_say_so():
     assert DEFAULT_TIMING == "host" and normalize_bench(True, "bench", "gloo")["timing"] == "host"
-    assert set(TIMINGS) == {"host", "graph", "device-hides-launch", "blocking"}
+    assert set(TIMINGS) == {"host", "host-torch", "graph", "device-hides-launch", "blocking"}
+    assert "torch.distributed" in TIMINGS["host-torch"] and "libnccl" in TIMINGS["host"]
     assert "hides host launch" in TIMINGS["device-hides-launch"] and "-G" in TIMINGS["graph"]
 
 
@@ -24,7 +25,7 @@ def test_cuda_only_timings_refused_on_gloo_with_allowed_list(timing):
 
 
 def test_unknown_timing_lists_every_mode():
-    with pytest.raises(ConfigError, match="'batched' not allowed; allowed: host, graph, device-hides-launch, blocking"):
+    with pytest.raises(ConfigError, match="'batched' not allowed; allowed: host, host-torch, graph, device-hides-launch, blocking"):
         check_timing("batched", "nccl", "x.bench")
 
 
@@ -54,3 +55,13 @@ def test_tables_name_the_timing_of_every_number():
     assert collective_title(out, "allreduce") == "allreduce (out-of-place, timing: graph)"
     assert timing_label(out) == "timing: graph, blocking"
     assert timing_label([{"collective": "allreduce"}]) == "timing: unrecorded"
+
+
+def test_direct_launch_path_stays_off_without_cuda_and_rows_say_torch():
+    import torch
+    import torch.distributed as dist
+
+    from envmatrix.probes.nccl_direct import attach
+
+    # no NCCL group on a CPU device: the engine keeps torch's calls (and records launch=torch per row)
+    assert attach(dist, torch, torch.device("cpu"), "float32", 2) is None

@@ -15,7 +15,9 @@ from envmatrix.errors import ConfigError
 DEFAULT_TIMING = "host"
 
 TIMINGS = {
-    "host": "host clock around back-to-back launches + stream sync, like nccl-tests (default)",
+    "host": "host clock around back-to-back launches + stream sync, like nccl-tests (default); on NCCL the launches "
+            "go straight into the libnccl torch loaded, on torch's communicator",
+    "host-torch": "as host, but launched through torch.distributed's call path (adds torch's per-call host cost)",
     "graph": "the iteration loop captured into a CUDA graph, launched once and host-timed, like nccl-tests -G 1",
     "device-hides-launch": "CUDA events with a GPU sleep queued first: hides host launch cost (old default)",
     "blocking": "call by call, each call completed before the next",

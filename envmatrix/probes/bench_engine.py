@@ -26,6 +26,7 @@ class BenchContext:
         self.rank, self.world, self.ppn = rank, world, ppn
         self.dtype = getattr(torch, dtype)
         self.type_size = torch.tensor([], dtype=self.dtype).element_size()
+        self.direct = None  # envmatrix.probes.nccl_direct.DirectNccl when launches bypass torch's call path
 
     def pattern(self, count: int, seed: int) -> Any:
         """Small integers that differ by position and by ``seed`` (a rank or chunk id)."""
@@ -46,6 +47,9 @@ def _allreduce(c: BenchContext, count: int):
     buf = c.pattern(count, c.rank)
 
     def run(async_op=False):
+        if c.direct is not None:
+            c.direct.all_reduce(buf, buf)
+            return []
         return [c.dist.all_reduce(buf, async_op=async_op)]
 
     def check():
@@ -62,6 +66,9 @@ def _allgather(c: BenchContext, count: int):
     send, recv = c.pattern(chunk, c.rank), c.torch.empty(count, dtype=c.dtype, device=c.device)
 
     def run(async_op=False):
+        if c.direct is not None:
+            c.direct.all_gather(send, recv)
+            return []
         return [c.dist.all_gather_into_tensor(recv, send, async_op=async_op)]
 
     def check():
@@ -78,6 +85,9 @@ def _reduce_scatter(c: BenchContext, count: int):
     send, recv = c.pattern(count, c.rank), c.torch.empty(chunk, dtype=c.dtype, device=c.device)
 
     def run(async_op=False):
+        if c.direct is not None:
+            c.direct.reduce_scatter(send, recv)
+            return []
         return [c.dist.reduce_scatter_tensor(recv, send, async_op=async_op)]
 
     def check():
@@ -98,6 +108,9 @@ def _alltoall(c: BenchContext, count: int):
     send, recv = chunks_of(c.rank), c.torch.empty(count, dtype=c.dtype, device=c.device)
 
     def run(async_op=False):
+        if c.direct is not None:
+            c.direct.all_to_all(send, recv)
+            return []
         return [c.dist.all_to_all_single(recv, send, async_op=async_op)]
 
     def check():
@@ -113,6 +126,9 @@ def _broadcast(c: BenchContext, count: int):
     buf = c.pattern(count, c.rank)
 
     def run(async_op=False):
+        if c.direct is not None:
+            c.direct.broadcast(buf, buf, 0)
+            return []
         return [c.dist.broadcast(buf, 0, async_op=async_op)]
 
     def check():
@@ -270,7 +286,7 @@ def _launch_all(run: Callable[..., list], iters: int) -> None:
 
 def _timed_host(c: BenchContext, run: Callable[..., list], iters: int) -> float:
     """nccl-tests' default: host clock around ``iters`` back-to-back launches and one stream sync (us per op)."""
-    c.sync()
+    _barrier(c)  # nccl-tests barriers before starting the clock: rank skew stays out of the window
     t0 = time.perf_counter()
     _launch_all(run, iters)
     c.sync()
@@ -326,9 +342,16 @@ def _timed_blocking(c: BenchContext, run: Callable[..., list], iters: int) -> li
 
 WINDOW_TIMERS: dict[str, Callable[[BenchContext, Callable[..., list], int], float]] = {
     "host": _timed_host,
+    "host-torch": _timed_host,
     "graph": _timed_graph,
     "device-hides-launch": _timed_hidden,
 }
+
+
+# Timings whose launches go straight into libnccl on torch's communicator when that is available (nccl_direct.py);
+# host-torch keeps torch.distributed's call path in the window on purpose.
+DIRECT_TIMINGS = ("host", "graph")
+DIRECT_COLLECTIVES = ("allreduce", "allgather", "reduce_scatter", "alltoall", "broadcast")
 
 
 def effective_timing(requested: str, collective: str) -> str:
@@ -354,6 +377,7 @@ def run_bench(
     # a CUDA-only timing on a CPU group would die inside torch.cuda; say why instead
     check_timing(timing, "nccl" if c.device.type == "cuda" else "gloo", "bench")
     rows = []
+    tried_direct = False
     warnings.filterwarnings("ignore", category=FutureWarning)
     for name in collectives:
         if name in ("p2p", "sendrecv") and c.world < 2:
@@ -362,10 +386,17 @@ def run_bench(
         for size in sizes:
             count = aligned_count(size, c.type_size, c.world, spec.split_by_ranks)
             run, verify = BUILDERS[name](c, count)
+            used = effective_timing(timing, name)
             for _ in range(warmup):
                 run()
+            if used in DIRECT_TIMINGS and c.direct is None and not tried_direct:
+                from envmatrix.probes.nccl_direct import attach
+
+                tried_direct = True  # after a warmup: torch creates its communicator lazily
+                c.direct = attach(c.dist, c.torch, c.device, str(c.dtype).replace("torch.", ""), c.world)
             _barrier(c)
-            used = effective_timing(timing, name)
+            # builders without a direct path (reduce, p2p patterns) ignore c.direct
+            launch = "direct" if (c.direct is not None and used in DIRECT_TIMINGS and name in DIRECT_COLLECTIVES) else "torch"
             if used == "blocking":
                 times = _timed_blocking(c, run, iters)
                 mean = sum(times) / len(times)
@@ -387,6 +418,7 @@ def run_bench(
                     "warmup": warmup,
                     "time_us": mean,
                     "timing": used,
+                    "launch": launch,
                     "time_min_us": min(times),
                     "time_median_us": statistics.median(times),
                     "time_max_us": max(times),
