@@ -1,14 +1,17 @@
 #!/usr/bin/env python3
-"""Side-by-side busbw table: envmatrix bench stores vs nccl-tests stdout, medians over repeats.
+"""Side-by-side envmatrix vs nccl-tests table: medians over repeats, time ratio, pass/miss per target.
 
-Usage: python bench/fidelity_table.py GRID ENVMATRIX_GLOB NCCL_TESTS_GLOB
-  e.g. python bench/fidelity_table.py 1x4 'bench/results/h200_fidelity/run4_1x4/envmatrix_r*' \
-       'bench/results/h200_fidelity/run4_1x4/nt_r*_*.txt'
+Usage: python bench/fidelity_table.py GRID ENVMATRIX_GLOB NCCL_TESTS_GLOB [MODE]
+  e.g. python bench/fidelity_table.py 1x2 'fid/em_host_r*' 'fid/nt_default_r*_*.txt' "host vs default"
+ENVMATRIX_GLOB: envmatrix bench run directories (results.sqlite each); NCCL_TESTS_GLOB: nccl-tests stdout files.
+Target (issue 16): median envmatrix time / median nccl-tests time within 0.95-1.05 at >= 64 KiB, 0.90-1.10 below.
 """
 
 from __future__ import annotations
 
 import glob
+import json
+import re
 import sqlite3
 import statistics
 import sys
@@ -16,41 +19,80 @@ import sys
 from envmatrix.bench.sizes import format_size
 from envmatrix.parsers.nccl_tests import parse_stdout
 
+SMALL_BELOW = 64 << 10
+# nccl-tests' short names for the collectives envmatrix reports
+NAMES = {"all_reduce": "allreduce", "all_gather": "allgather", "reduce_scatter": "reduce_scatter", "alltoall": "alltoall", "broadcast": "broadcast"}
 
-def envmatrix_busbw(pattern: str) -> dict[tuple[str, int], list[float]]:
-    found: dict[tuple[str, int], list[float]] = {}
+Samples = dict[tuple[str, int], list[tuple[float, float]]]  # (collective, size) -> [(time_us, busbw), ...]
+
+
+def target_band(size_bytes: int) -> tuple[float, float]:
+    return (0.95, 1.05) if size_bytes >= SMALL_BELOW else (0.90, 1.10)
+
+
+def verdict(ratio: float, size_bytes: int) -> str:
+    lo, hi = target_band(size_bytes)
+    return "pass" if lo <= ratio <= hi else "MISS"
+
+
+def envmatrix_samples(pattern: str) -> tuple[Samples, set[str]]:
+    found: Samples = {}
+    timings: set[str] = set()
     for run_dir in sorted(glob.glob(pattern)):
         with sqlite3.connect(f"{run_dir}/results.sqlite") as db:
-            for collective, size, busbw in db.execute("SELECT collective, size_bytes, busbw_gbps FROM metrics"):
-                found.setdefault((collective, size), []).append(busbw)
-    return found
+            for collective, size, time_us, busbw, row_json in db.execute("SELECT collective, size_bytes, time_us, busbw_gbps, row_json FROM metrics"):
+                found.setdefault((collective, size), []).append((time_us, busbw))
+                timings.add(json.loads(row_json).get("timing") or "unrecorded")
+    return found, timings
 
 
-def nccl_tests_busbw(pattern: str) -> dict[tuple[str, int], list[float]]:
-    found: dict[tuple[str, int], list[float]] = {}
+def nccl_tests_samples(pattern: str) -> Samples:
+    found: Samples = {}
     for path in sorted(glob.glob(pattern)):
+        hint = re.search(r"_r\d+_(\w+?)(?:\.txt)?$", path)  # nt_<mode>_r<N>_<binary>.txt names the binary
         with open(path) as fh:
-            report = parse_stdout(fh.read())
+            report = parse_stdout(fh.read(), hint.group(1) if hint else None)
+        name = NAMES.get(report.collective, report.collective)
         for row in report.rows:
             if not row.in_place:  # envmatrix measures out-of-place
-                found.setdefault((report.collective, row.size_bytes), []).append(row.busbw_gbps)
+                found.setdefault((name, row.size_bytes), []).append((row.time_us, row.busbw_gbps))
     return found
 
 
-def table(grid: str, ours: dict, theirs: dict) -> str:
+def _runs(xs: list[float], digits: int) -> str:
+    return "/".join(f"{x:.{digits}f}" for x in xs)
+
+
+def table(grid: str, ours: Samples, theirs: Samples, mode: str = "") -> tuple[str, int, int]:
+    """Markdown rows for every (collective, size) both sides measured; returns (text, passes, misses)."""
     lines = [
-        f"| grid | collective | size | nccl-tests busbw (runs) | envmatrix busbw (runs) | ratio of medians |",
-        "| --- | --- | --- | --- | --- | --- |",
+        "| mode | grid | collective | size | nccl-tests time us (runs) | envmatrix time us (runs) | time ratio | busbw nccl-tests / envmatrix | target | result |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
-    for key in sorted(theirs):
+    passes = misses = 0
+    for key in sorted(theirs, key=lambda k: (list(NAMES.values()).index(k[0]) if k[0] in NAMES.values() else 99, k[1])):
         if key not in ours:
             continue
-        ref, got = statistics.median(theirs[key]), statistics.median(ours[key])
-        runs = lambda xs: ", ".join(f"{x:.1f}" for x in xs)  # noqa: E731
-        lines.append(f"| {grid} | {key[0]} | {format_size(key[1])} | {ref:.1f} ({runs(theirs[key])}) | {got:.1f} ({runs(ours[key])}) | {got / ref:.3f} |")
-    return "\n".join(lines)
+        ref_t = [t for t, _ in theirs[key]]
+        got_t = [t for t, _ in ours[key]]
+        ratio = statistics.median(got_t) / statistics.median(ref_t)
+        ref_bw = statistics.median(b for _, b in theirs[key])
+        got_bw = [b for _, b in ours[key] if b is not None]
+        lo, hi = target_band(key[1])
+        result = verdict(ratio, key[1])
+        passes, misses = passes + (result == "pass"), misses + (result != "pass")
+        bw = f"{ref_bw:.2f} / {statistics.median(got_bw):.2f}" if got_bw else f"{ref_bw:.2f} / -"
+        lines.append(
+            f"| {mode} | {grid} | {key[0]} | {format_size(key[1])} | {statistics.median(ref_t):.1f} ({_runs(ref_t, 1)}) | "
+            f"{statistics.median(got_t):.1f} ({_runs(got_t, 1)}) | {ratio:.3f} | {bw} | {lo:.2f}-{hi:.2f} | {result} |"
+        )
+    return "\n".join(lines), passes, misses
 
 
 if __name__ == "__main__":
     grid, ours_glob, theirs_glob = sys.argv[1:4]
-    print(table(grid, envmatrix_busbw(ours_glob), nccl_tests_busbw(theirs_glob)))
+    mode = sys.argv[4] if len(sys.argv) > 4 else ""
+    ours, timings = envmatrix_samples(ours_glob)
+    text, passes, misses = table(grid, ours, nccl_tests_samples(theirs_glob), mode)
+    print(text)
+    print(f"\n{mode or 'all'}: {passes} pass, {misses} miss (envmatrix timing recorded: {', '.join(sorted(timings)) or 'none'})")

@@ -71,13 +71,13 @@ def right_aligned_table(title: str, header: Any, rows: Any) -> Any:
 def print_bench(console: Any, result: Any, run_dir: str) -> int:
     from rich.text import Text
 
-    from envmatrix.reporting.bench_tables import NCCL_TESTS_COLUMNS, bench_markdown, busbw_by_size, nccl_tests_rows
+    from envmatrix.reporting.bench_tables import NCCL_TESTS_COLUMNS, bench_markdown, busbw_by_size, collective_title, nccl_tests_rows, timing_label
 
     title = f"envmatrix bench ({result.setup_name}) on {result.grid}, {result.backend}"
     for collective in dict.fromkeys(m["collective"] for m in result.metrics):
-        console.print(right_aligned_table(f"{collective} (out-of-place)", NCCL_TESTS_COLUMNS, nccl_tests_rows(result.metrics, collective)))
+        console.print(right_aligned_table(collective_title(result.metrics, collective), NCCL_TESTS_COLUMNS, nccl_tests_rows(result.metrics, collective)))
     if result.metrics:
-        console.print(right_aligned_table("busbw (GB/s) vs size", *busbw_by_size(result.metrics)))
+        console.print(right_aligned_table(f"busbw (GB/s) vs size ({timing_label(result.metrics)})", *busbw_by_size(result.metrics)))
     if not result.passed:
         console.print(Text(f"{result.outcome}: {result.root_cause.get('line')}", style="bold red"))
     path = os.path.join(run_dir, f"bench_{result.run_key}.md")

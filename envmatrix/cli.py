@@ -26,6 +26,7 @@ EXIT_CODES = """exit codes (the same for sweep, bench, bisect, search, diff):
   3    inconclusive: flaky, probe budget spent, unresolved
   130  interrupted (Ctrl-C); completed results stay in the store
 """
+from envmatrix.bench.timing import DEFAULT_TIMING, TIMINGS
 
 EXAMPLES = """examples:
   envmatrix sweep                                   # embedded default on this host
@@ -81,8 +82,8 @@ def _bench_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("-w", "--warmup", type=int, default=5, help="warmup iterations per size (default 5)")
     p.add_argument("-d", "--dtype", default="float32", help="float32, float16, bfloat16 or int32")
     p.add_argument("--no-check", action="store_true", help="skip the #wrong check (nccl-tests -c 0)")
-    p.add_argument("--timing", choices=("batched", "blocking"), default="batched",
-                   help="batched: mean over back-to-back async launches like nccl-tests (default); blocking: call by call")
+    p.add_argument("--timing", choices=tuple(TIMINGS), default=DEFAULT_TIMING,
+                   help="; ".join(f"{k}: {v}" for k, v in TIMINGS.items()))
     p.add_argument("--timeout", type=float, default=600.0, help="probe timeout in seconds (default 600)")
     p.add_argument("--backends", metavar="LIST", help="e.g. gloo,nccl: the same bench on each backend, side by side (seed 000)")
     p.add_argument("--out", metavar="DIR", help="run directory (default: reports/runs/bench)")

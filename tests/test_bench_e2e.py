@@ -21,9 +21,14 @@ def test_bench_command_on_two_emulated_nodes(cli, tmp_path):
     assert "busbw (GB/s) vs size" in done.stdout and "ps_sharded" in done.stdout
     (report,) = out.glob("bench_*.md")
     text = report.read_text()
-    assert "## allreduce (out-of-place" in text and "| 16K |" in text
+    assert "## allreduce (out-of-place, timing: host)" in text and "| 16K |" in text
+    assert "## ps_sharded (out-of-place, timing: blocking)" in text
+    # sections in -c order, not alphabetical (issue 22 item 7)
+    assert text.index("## allreduce") < text.index("## allgather") < text.index("## alltoall") < text.index("## broadcast")
     with sqlite3.connect(out / "results.sqlite") as db:
         rows = db.execute("SELECT collective, size_bytes, busbw_gbps, wrong FROM metrics").fetchall()
+        timings = {json.loads(r)["timing"] for (r,) in db.execute("SELECT row_json FROM metrics")}
+    assert timings == {"host", "blocking"}
     assert len(rows) == 9 * 3
     assert all(wrong == 0 for *_, wrong in rows)
     by = {(c, s): b for c, s, b, _ in rows}
@@ -37,6 +42,7 @@ def test_bench_bad_flags_are_one_line_errors(cli, tmp_path):
         (["--env", "NCCL_ALGO"], "KEY=VALUE"),
         (["--env", "NCCL_ALGO=Rung"], "'Rung'"),
         (["--grid", "9x9"], "9x9"),
+        (["--timing", "graph"], "needs CUDA"),
     ):
         done = cli.run("bench", "backend=gloo", *args, "--out", str(tmp_path / "o"))
         assert done.returncode == 2, (args, done.stdout, done.stderr)

@@ -13,6 +13,12 @@ SCRIPT = textwrap.dedent(
     dist.init_process_group("gloo", rank=0, world_size=1, init_method="tcp://127.0.0.1:%d" % int(sys.argv[1]))
     ctx = BenchContext(dist, torch, torch.device("cpu"), 0, 1, 1, "float32")
     good = run_bench(ctx, list(BUILDERS), [64, 4096], iters=2, warmup=1)
+    blocking = run_bench(ctx, ["allreduce"], [64], iters=3, warmup=0, timing="blocking")
+    try:
+        run_bench(ctx, ["allreduce"], [64], iters=1, warmup=0, timing="graph")
+        graph_error = None
+    except Exception as exc:
+        graph_error = str(exc)
     real = dist.all_reduce
     def corrupt(t, *a, **k):
         out = real(t, *a, **k)
@@ -20,7 +26,7 @@ SCRIPT = textwrap.dedent(
         return out
     dist.all_reduce = corrupt
     bad = run_bench(ctx, ["allreduce"], [64], iters=1, warmup=0)
-    print(json.dumps({"good": good, "bad": bad}), flush=True)
+    print(json.dumps({"good": good, "bad": bad, "blocking": blocking, "graph_error": graph_error}), flush=True)
     # Without this, gloo's worker threads and the TCPStore server are torn down by static destructors
     # at interpreter exit; on a loaded machine a still-joinable std::thread there aborts the process
     # ("terminate called without an active exception"). rank_main.py does the same.
@@ -48,4 +54,10 @@ def test_engine_rows_and_wrong_detection(tmp_path):
     assert {r["size_bytes"] for r in good if r["collective"] == "allreduce"} == {64, 4096}
     assert data["bad"][0]["wrong"] == 1
     timing = {r["collective"]: r["timing"] for r in good}
-    assert timing["allreduce"] == "batched" and timing["ps_sharded"] == "blocking"
+    assert timing["allreduce"] == "host" and timing["ps_sharded"] == "blocking"
+    # host timing: one window per size, so min = median = max = the window mean
+    ar = [r for r in good if r["collective"] == "allreduce"]
+    assert all(r["time_min_us"] == r["time_us"] == r["time_max_us"] > 0 for r in ar)
+    (blk,) = data["blocking"]
+    assert blk["timing"] == "blocking" and blk["time_min_us"] <= blk["time_us"] <= blk["time_max_us"]
+    assert "needs CUDA" in data["graph_error"] and "allowed here: host, blocking" in data["graph_error"]

@@ -2,6 +2,9 @@
 
 nccl-tests (-a 1, its default) averages each rank's mean time before computing
 bandwidth; so do we. #wrong is summed over ranks, like its #wrong column.
+min/median/max span every rank's samples (its per-call times when timed call
+by call, else its one window mean), so the reported time lies between them.
+Rows keep the order collectives were asked in (``-c``), sizes ascending.
 """
 
 from __future__ import annotations
@@ -36,8 +39,10 @@ def aggregate_rows(rank_rows: Iterable[dict[str, Any]], ranks: int) -> list[dict
                 "wrong": sum(int(r.get("wrong") or 0) for r in rows),
                 "ranks_reporting": len(rows),
                 "iters": rows[0].get("iters"),
+                "timing": rows[0].get("timing"),
                 "source": "envmatrix",
             }
         )
-    out.sort(key=lambda r: (r["collective"], r["size_bytes"]))
+    order = {c: i for i, c in enumerate(dict.fromkeys(c for c, _, _ in groups))}
+    out.sort(key=lambda r: (order[r["collective"]], r["size_bytes"]))
     return out

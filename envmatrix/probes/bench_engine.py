@@ -1,7 +1,7 @@
 """Rank-side bench: timed, value-checked collectives over a size sweep (imports torch lazily).
 
-Per size: warmup, then ``iters`` back-to-back launches timed with CUDA events
-(host clock on CPU), then a fresh run whose result is compared with the exact
+Per size: warmup, then ``iters`` launches timed as the chosen timing mode says
+(envmatrix/bench/timing.py; default: nccl-tests' host-clock window), then a fresh run whose result is compared with the exact
 expected values (nccl-tests' ``-c 1``: #wrong elements). Data are small
 integers, exact in every dtype offered, so the check is exact.
 """
@@ -15,6 +15,7 @@ from typing import Any, Callable
 
 from envmatrix.bench.formulas import collective_spec
 from envmatrix.bench.sizes import aligned_count
+from envmatrix.bench.timing import check_timing
 
 DTYPES = ("float32", "float16", "bfloat16", "int32")
 
@@ -25,6 +26,7 @@ class BenchContext:
         self.rank, self.world, self.ppn = rank, world, ppn
         self.dtype = getattr(torch, dtype)
         self.type_size = torch.tensor([], dtype=self.dtype).element_size()
+        self.direct = None  # envmatrix.probes.nccl_direct.DirectNccl when launches bypass torch's call path
 
     def pattern(self, count: int, seed: int) -> Any:
         """Small integers that differ by position and by ``seed`` (a rank or chunk id)."""
@@ -45,6 +47,9 @@ def _allreduce(c: BenchContext, count: int):
     buf = c.pattern(count, c.rank)
 
     def run(async_op=False):
+        if c.direct is not None:
+            c.direct.all_reduce(buf, buf)
+            return []
         return [c.dist.all_reduce(buf, async_op=async_op)]
 
     def check():
@@ -61,6 +66,9 @@ def _allgather(c: BenchContext, count: int):
     send, recv = c.pattern(chunk, c.rank), c.torch.empty(count, dtype=c.dtype, device=c.device)
 
     def run(async_op=False):
+        if c.direct is not None:
+            c.direct.all_gather(send, recv)
+            return []
         return [c.dist.all_gather_into_tensor(recv, send, async_op=async_op)]
 
     def check():
@@ -77,6 +85,9 @@ def _reduce_scatter(c: BenchContext, count: int):
     send, recv = c.pattern(count, c.rank), c.torch.empty(chunk, dtype=c.dtype, device=c.device)
 
     def run(async_op=False):
+        if c.direct is not None:
+            c.direct.reduce_scatter(send, recv)
+            return []
         return [c.dist.reduce_scatter_tensor(recv, send, async_op=async_op)]
 
     def check():
@@ -97,6 +108,9 @@ def _alltoall(c: BenchContext, count: int):
     send, recv = chunks_of(c.rank), c.torch.empty(count, dtype=c.dtype, device=c.device)
 
     def run(async_op=False):
+        if c.direct is not None:
+            c.direct.all_to_all(send, recv)
+            return []
         return [c.dist.all_to_all_single(recv, send, async_op=async_op)]
 
     def check():
@@ -112,6 +126,9 @@ def _broadcast(c: BenchContext, count: int):
     buf = c.pattern(count, c.rank)
 
     def run(async_op=False):
+        if c.direct is not None:
+            c.direct.broadcast(buf, buf, 0)
+            return []
         return [c.dist.broadcast(buf, 0, async_op=async_op)]
 
     def check():
@@ -243,60 +260,103 @@ BUILDERS: dict[str, Builder] = {
 _BLOCKING_ONLY = ("p2p", "ps_central", "ps_sharded")
 
 
-# A GPU-side sleep queued before the start event keeps the stream busy while the
-# host is still inside torch's launch path, so the events time the collectives
-# and not Python/c10d launch latency (nccl-tests' C launch costs microseconds).
+# device-hides-launch only: a GPU-side sleep queued before the start event keeps
+# the stream busy while the host is inside torch's launch path, so the events
+# time the collectives alone. It hides the per-launch host cost that nccl-tests'
+# window includes (issue 16: small sizes looked up to 2.8x faster), hence not default.
 _HOLD_US_PER_LAUNCH = 100.0
 _CYCLES_PER_US = 2000.0
+
+# nccl-tests -G N launches the captured graph N times; we compare with -G 1.
+GRAPH_LAUNCHES = 1
 
 
 def _hold_stream(c: BenchContext, launches: int) -> None:
     c.torch.cuda._sleep(int((50.0 + _HOLD_US_PER_LAUNCH * launches) * _CYCLES_PER_US))
 
 
-def _timed_batched(c: BenchContext, run: Callable[..., list], iters: int) -> float:
-    """Mean time per op in microseconds with every launch issued back to back, as nccl-tests times.
-
-    torch's blocking collectives make the compute stream wait for the NCCL
-    stream after every call; async launches keep the NCCL stream busy instead.
-    """
+def _launch_all(run: Callable[..., list], iters: int) -> None:
     works: list = []
-    if c.device.type == "cuda":
-        start, end = c.torch.cuda.Event(enable_timing=True), c.torch.cuda.Event(enable_timing=True)
-        _hold_stream(c, iters)
-        start.record()
-        for _ in range(iters):
-            works += run(True)
-        for work in works:
-            work.wait()
-        end.record()
-        c.sync()
-        return start.elapsed_time(end) * 1e3 / iters
-    t0 = time.perf_counter()
     for _ in range(iters):
         works += run(True)
+    # on CUDA wait() only orders the current stream after the NCCL stream; the sync that follows blocks the host
     for work in works:
         work.wait()
+
+
+def _timed_host(c: BenchContext, run: Callable[..., list], iters: int) -> float:
+    """nccl-tests' default: host clock around ``iters`` back-to-back launches and one stream sync (us per op)."""
+    _barrier(c)  # nccl-tests barriers before starting the clock: rank skew stays out of the window
+    t0 = time.perf_counter()
+    _launch_all(run, iters)
+    c.sync()
     return (time.perf_counter() - t0) * 1e6 / iters
 
 
-def _timed(c: BenchContext, run: Callable[..., list], iters: int) -> list[float]:
-    """Per-iteration times in microseconds of blocking calls."""
-    if c.device.type == "cuda":
-        pairs = [(c.torch.cuda.Event(enable_timing=True), c.torch.cuda.Event(enable_timing=True)) for _ in range(iters)]
-        for start, end in pairs:
-            _hold_stream(c, 1)
-            start.record()
+def _timed_graph(c: BenchContext, run: Callable[..., list], iters: int, launches: int = GRAPH_LAUNCHES) -> float:
+    """nccl-tests -G: ``iters`` launches captured into one CUDA graph, the graph launched ``launches`` times, host-timed."""
+    torch = c.torch
+    side = torch.cuda.Stream(device=c.device)
+    side.wait_stream(torch.cuda.current_stream(c.device))
+    with torch.cuda.stream(side):
+        run()  # capture needs the collective already set up on a non-default stream
+    torch.cuda.current_stream(c.device).wait_stream(side)
+    c.sync()
+    graph = torch.cuda.CUDAGraph()
+    # thread_local: c10d's watchdog thread may query events while this thread captures
+    with torch.cuda.graph(graph, capture_error_mode="thread_local"):
+        for _ in range(iters):
             run()
-            end.record()
-        c.sync()
-        return [start.elapsed_time(end) * 1e3 for start, end in pairs]
+    _barrier(c)
+    t0 = time.perf_counter()
+    for _ in range(launches):
+        graph.replay()
+    c.sync()
+    elapsed = (time.perf_counter() - t0) * 1e6 / (iters * launches)
+    del graph
+    return elapsed
+
+
+def _timed_hidden(c: BenchContext, run: Callable[..., list], iters: int) -> float:
+    """CUDA events around back-to-back launches behind a GPU sleep: device time, host launch cost hidden."""
+    start, end = c.torch.cuda.Event(enable_timing=True), c.torch.cuda.Event(enable_timing=True)
+    _hold_stream(c, iters)
+    start.record()
+    _launch_all(run, iters)
+    end.record()
+    c.sync()
+    return start.elapsed_time(end) * 1e3 / iters
+
+
+def _timed_blocking(c: BenchContext, run: Callable[..., list], iters: int) -> list[float]:
+    """Per-call host times in microseconds, each call completed (stream synced) before the next."""
     times = []
     for _ in range(iters):
+        c.sync()
         t0 = time.perf_counter()
         run()
+        c.sync()
         times.append((time.perf_counter() - t0) * 1e6)
     return times
+
+
+WINDOW_TIMERS: dict[str, Callable[[BenchContext, Callable[..., list], int], float]] = {
+    "host": _timed_host,
+    "host-torch": _timed_host,
+    "graph": _timed_graph,
+    "device-hides-launch": _timed_hidden,
+}
+
+
+# Timings whose launches go straight into libnccl on torch's communicator when that is available (nccl_direct.py);
+# host-torch keeps torch.distributed's call path in the window on purpose.
+DIRECT_TIMINGS = ("host", "graph")
+DIRECT_COLLECTIVES = ("allreduce", "allgather", "reduce_scatter", "alltoall", "broadcast")
+
+
+def effective_timing(requested: str, collective: str) -> str:
+    """The timing a row is actually measured with: dependent patterns always run call by call."""
+    return "blocking" if collective in _BLOCKING_ONLY or requested == "blocking" else requested
 
 
 def _barrier(c: BenchContext) -> None:
@@ -312,9 +372,12 @@ def run_bench(
     iters: int,
     warmup: int,
     check: bool = True,
-    timing: str = "batched",
+    timing: str = "host",
 ) -> list[dict[str, Any]]:
+    # a CUDA-only timing on a CPU group would die inside torch.cuda; say why instead
+    check_timing(timing, "nccl" if c.device.type == "cuda" else "gloo", "bench")
     rows = []
+    tried_direct = False
     warnings.filterwarnings("ignore", category=FutureWarning)
     for name in collectives:
         if name in ("p2p", "sendrecv") and c.world < 2:
@@ -323,16 +386,24 @@ def run_bench(
         for size in sizes:
             count = aligned_count(size, c.type_size, c.world, spec.split_by_ranks)
             run, verify = BUILDERS[name](c, count)
+            used = effective_timing(timing, name)
             for _ in range(warmup):
                 run()
+            if used in DIRECT_TIMINGS and c.direct is None and not tried_direct:
+                from envmatrix.probes.nccl_direct import attach
+
+                tried_direct = True  # after a warmup: torch creates its communicator lazily
+                c.direct = attach(c.dist, c.torch, c.device, str(c.dtype).replace("torch.", ""), c.world)
             _barrier(c)
-            if timing == "batched" and name not in _BLOCKING_ONLY:
-                mean = _timed_batched(c, run, iters)
-                _barrier(c)
-                times = _timed(c, run, max(1, min(iters, 10)))  # per-call spread
-            else:
-                times = _timed(c, run, iters)
+            # builders without a direct path (reduce, p2p patterns) ignore c.direct
+            launch = "direct" if (c.direct is not None and used in DIRECT_TIMINGS and name in DIRECT_COLLECTIVES) else "torch"
+            if used == "blocking":
+                times = _timed_blocking(c, run, iters)
                 mean = sum(times) / len(times)
+            else:
+                # one timed window, as nccl-tests: its mean is this rank's only sample
+                mean = WINDOW_TIMERS[used](c, run, iters)
+                times = [mean]
             wrong = verify() if check else None
             participant = name != "p2p" or c.rank in p2p_pair(c.world, c.ppn)
             if not participant:
@@ -346,7 +417,8 @@ def run_bench(
                     "iters": iters,
                     "warmup": warmup,
                     "time_us": mean,
-                    "timing": timing if name not in _BLOCKING_ONLY else "blocking",
+                    "timing": used,
+                    "launch": launch,
                     "time_min_us": min(times),
                     "time_median_us": statistics.median(times),
                     "time_max_us": max(times),

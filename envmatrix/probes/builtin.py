@@ -8,6 +8,7 @@ from typing import Any, Mapping, Optional
 
 from envmatrix.bench.formulas import ALL
 from envmatrix.bench.sizes import parse_size, size_sweep
+from envmatrix.bench.timing import DEFAULT_TIMING, check_timing
 from envmatrix.errors import ConfigError, did_you_mean
 from envmatrix.execution.processes import ProcessOutcome
 from envmatrix.planning.plan import ProbeSpec
@@ -27,7 +28,7 @@ BENCH_DEFAULTS = {
     "warmup": 5,
     "dtype": "float32",
     "check": True,
-    "timing": "batched",  # batched: back-to-back async launches like nccl-tests; blocking: call by call
+    "timing": DEFAULT_TIMING,  # see envmatrix/bench/timing.py
 }
 
 
@@ -44,8 +45,7 @@ def normalize_bench(raw: Any, where: str, backend: str) -> Optional[dict[str, An
     bad = [c for c in colls if c not in ALL]
     if bad or not colls:
         raise ConfigError(f"{where}.collectives: {bad[0] if bad else '[]'!r} not allowed; allowed: {', '.join(ALL)}")
-    if bench["timing"] not in ("batched", "blocking"):
-        raise ConfigError(f"{where}.timing: {bench['timing']!r} not allowed; allowed: batched, blocking")
+    check_timing(bench["timing"], backend, where)
     if bench["dtype"] not in DTYPES:
         raise ConfigError(f"{where}.dtype: {bench['dtype']!r} not allowed; allowed: {', '.join(DTYPES)}")
     if bench["max_bytes"] is None:

@@ -19,6 +19,16 @@ def headline_bw(m: dict[str, Any]) -> Optional[float]:
     return m.get("busbw_gbps") if m.get("busbw_gbps") is not None else m.get("algbw_gbps")
 
 
+def timing_label(metrics: Sequence[dict[str, Any]], collective: Optional[str] = None) -> str:
+    """Which timing produced these numbers (envmatrix/bench/timing.py), so no table hides it."""
+    found = dict.fromkeys(m.get("timing") or "unrecorded" for m in metrics if collective in (None, m["collective"]))
+    return "timing: " + ", ".join(found)
+
+
+def collective_title(metrics: Sequence[dict[str, Any]], collective: str) -> str:
+    return f"{collective} (out-of-place, {timing_label(metrics, collective)})"
+
+
 def nccl_tests_rows(metrics: Sequence[dict[str, Any]], collective: str) -> list[tuple[str, ...]]:
     rows = [m for m in metrics if m["collective"] == collective]
     return [
@@ -84,10 +94,10 @@ def bench_markdown(result: ProbeResult, title: str) -> str:
     if result.versions:
         out += ["versions: " + ", ".join(f"{k} {v}" for k, v in sorted(result.versions.items())), ""]
     for collective in dict.fromkeys(m["collective"] for m in result.metrics):
-        out += [f"## {collective} (out-of-place, time averaged over ranks)", "", markdown_table(NCCL_TESTS_COLUMNS, nccl_tests_rows(result.metrics, collective)), ""]
+        out += [f"## {collective_title(result.metrics, collective)}, time averaged over ranks", "", markdown_table(NCCL_TESTS_COLUMNS, nccl_tests_rows(result.metrics, collective)), ""]
     if result.metrics:
         header, rows = busbw_by_size(result.metrics)
-        out += ["## busbw (GB/s) vs message size", "", markdown_table(header, rows), ""]
+        out += [f"## busbw (GB/s) vs message size ({timing_label(result.metrics)})", "", markdown_table(header, rows), ""]
     if not result.passed:
         out += [f"failure: {result.outcome}: {result.root_cause.get('line')}", ""]
     return "\n".join(out)

@@ -1,0 +1,33 @@
+"""bench/fidelity_table.py: ratio of medians, per-size target bands, pass/miss counts (issue 16)."""
+
+import importlib.util
+import pathlib
+
+spec = importlib.util.spec_from_file_location("fidelity_table", pathlib.Path(__file__).parents[1] / "bench" / "fidelity_table.py")
+ft = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(ft)
+
+
+def test_bands_switch_at_64_kib():
+    assert ft.target_band(65536) == (0.95, 1.05) and ft.target_band(65535) == (0.90, 1.10)
+    assert ft.verdict(1.08, 4096) == "pass" and ft.verdict(1.08, 1 << 20) == "MISS" and ft.verdict(0.89, 8) == "MISS"
+
+
+def test_table_uses_median_of_repeats_and_counts_misses():
+    theirs = {("allreduce", 4096): [(15.7, 0.26), (13.1, 0.31)], ("alltoall", 1 << 20): [(20.0, 50.0), (22.0, 48.0)],
+              ("broadcast", 8): [(5.0, 0.0)]}
+    ours = {("allreduce", 4096): [(7.8, 0.53), (7.7, 0.53)], ("alltoall", 1 << 20): [(21.0, 49.0), (21.2, 48.5)]}
+    text, passes, misses = ft.table("1x2", ours, theirs, "host vs default")
+    rows = text.splitlines()[2:]
+    assert len(rows) == 2 and (passes, misses) == (1, 1)  # broadcast measured on one side only: no row
+    assert rows[0].startswith("| host vs default | 1x2 | allreduce | 4K | 14.4 (15.7/13.1) | 7.8 (7.8/7.7) | 0.538 |")
+    assert rows[0].endswith("| 0.90-1.10 | MISS |") and rows[1].endswith("| 0.95-1.05 | pass |")
+
+
+def test_reads_real_nccl_tests_stdout_out_of_place_under_envmatrix_names(tmp_path):
+    data = pathlib.Path(__file__).parent / "data" / "nccl_tests"
+    (tmp_path / "nt_default_r1_alltoall_perf.txt").write_text((data / "h200_alltoall_g4.txt").read_text())
+    (tmp_path / "nt_default_r2_all_reduce_perf.txt").write_text((data / "h200_all_reduce_g4.txt").read_text())
+    found = ft.nccl_tests_samples(str(tmp_path / "nt_default_r*_*.txt"))
+    assert {c for c, _ in found} == {"allreduce", "alltoall"}
+    assert all(len(v) == 1 and v[0][0] > 0 and v[0][1] > 0 for v in found.values())

@@ -1,0 +1,67 @@
+"""Timing-mode selection, metric records and table labels (issue 16; issue 22 item 7 presentation)."""
+
+import pytest
+
+from envmatrix.bench.aggregate import aggregate_rows
+from envmatrix.bench.timing import DEFAULT_TIMING, TIMINGS, check_timing
+from envmatrix.errors import ConfigError
+from envmatrix.probes.bench_engine import effective_timing
+from envmatrix.probes.builtin import normalize_bench
+from envmatrix.reporting.bench_tables import busbw_by_size, collective_title, nccl_tests_rows, timing_label
+
+
+def test_default_is_nccl_tests_host_window_and_hiding_modes_say_so():
+    assert DEFAULT_TIMING == "host" and normalize_bench(True, "bench", "gloo")["timing"] == "host"
+    assert set(TIMINGS) == {"host", "host-torch", "graph", "device-hides-launch", "blocking"}
+    assert "torch.distributed" in TIMINGS["host-torch"] and "libnccl" in TIMINGS["host"]
+    assert "hides host launch" in TIMINGS["device-hides-launch"] and "-G" in TIMINGS["graph"]
+
+
+@pytest.mark.parametrize("timing", ["graph", "device-hides-launch"])
+def test_cuda_only_timings_refused_on_gloo_with_allowed_list(timing):
+    assert check_timing(timing, "nccl", "bench") == timing
+    with pytest.raises(ConfigError, match=rf"bench\.timing: '{timing}' needs CUDA .*allowed here: host, blocking"):
+        normalize_bench({"timing": timing}, "bench", "gloo")
+
+
+def test_unknown_timing_lists_every_mode():
+    with pytest.raises(ConfigError, match="'batched' not allowed; allowed: host, host-torch, graph, device-hides-launch, blocking"):
+        check_timing("batched", "nccl", "x.bench")
+
+
+def test_dependent_patterns_always_timed_call_by_call():
+    assert effective_timing("graph", "allreduce") == "graph"
+    assert effective_timing("host", "ps_sharded") == "blocking"
+    assert effective_timing("blocking", "alltoall") == "blocking"
+
+
+def _rank_row(collective, size, t, timing="host"):
+    return {"collective": collective, "size_bytes": size, "count": size // 4, "dtype": "float32", "time_us": t,
+            "time_min_us": t, "time_median_us": t, "time_max_us": t, "wrong": 0, "iters": 20, "timing": timing}
+
+
+def test_aggregate_keeps_c_order_records_timing_and_time_within_min_max():
+    rows = [_rank_row(c, s, t) for c in ("alltoall", "allreduce") for s in (4096, 64) for t in (10.0, 14.0)]
+    out = aggregate_rows(rows, 2)
+    assert [(r["collective"], r["size_bytes"]) for r in out] == [("alltoall", 64), ("alltoall", 4096), ("allreduce", 64), ("allreduce", 4096)]
+    assert all(r["timing"] == "host" and r["time_min_us"] <= r["time_us"] <= r["time_max_us"] for r in out)
+    assert (out[0]["time_min_us"], out[0]["time_us"], out[0]["time_max_us"]) == (10.0, 12.0, 14.0)
+    assert busbw_by_size(out)[0] == ["size", "alltoall", "allreduce"]
+    assert nccl_tests_rows(out, "alltoall")[0][3:7] == ("12.0", "10.0", "12.0", "14.0")
+
+
+def test_tables_name_the_timing_of_every_number():
+    out = aggregate_rows([_rank_row("allreduce", 64, 5.0, "graph"), _rank_row("ps_sharded", 64, 9.0, "blocking")], 1)
+    assert collective_title(out, "allreduce") == "allreduce (out-of-place, timing: graph)"
+    assert timing_label(out) == "timing: graph, blocking"
+    assert timing_label([{"collective": "allreduce"}]) == "timing: unrecorded"
+
+
+def test_direct_launch_path_stays_off_without_cuda_and_rows_say_torch():
+    import torch
+    import torch.distributed as dist
+
+    from envmatrix.probes.nccl_direct import attach
+
+    # no NCCL group on a CPU device: the engine keeps torch's calls (and records launch=torch per row)
+    assert attach(dist, torch, torch.device("cpu"), "float32", 2) is None
