@@ -45,18 +45,22 @@ Builder = Callable[[BenchContext, int], tuple[Callable[[], None], Callable[[], i
 
 def _allreduce(c: BenchContext, count: int):
     buf = c.pattern(count, c.rank)
+    # direct launches are out of place, like nccl-tests' out-of-place column; torch's all_reduce is in place
+    out = c.torch.empty_like(buf) if c.direct is not None else buf
+    launch = c.direct.all_reduce(buf, out) if c.direct is not None else None
 
     def run(async_op=False):
-        if c.direct is not None:
-            c.direct.all_reduce(buf, buf)
+        if launch is not None:
+            launch()
             return []
         return [c.dist.all_reduce(buf, async_op=async_op)]
 
     def check():
         buf.copy_(c.pattern(count, c.rank))
+        out.zero_() if out is not buf else None
         run()
         expected = sum(c.pattern(count, r) for r in range(c.world))
-        return int((buf != expected).sum().item())
+        return int((out != expected).sum().item())
 
     return run, check
 
@@ -65,9 +69,11 @@ def _allgather(c: BenchContext, count: int):
     chunk = count // c.world
     send, recv = c.pattern(chunk, c.rank), c.torch.empty(count, dtype=c.dtype, device=c.device)
 
+    launch = c.direct.all_gather(send, recv) if c.direct is not None else None
+
     def run(async_op=False):
-        if c.direct is not None:
-            c.direct.all_gather(send, recv)
+        if launch is not None:
+            launch()
             return []
         return [c.dist.all_gather_into_tensor(recv, send, async_op=async_op)]
 
@@ -84,9 +90,11 @@ def _reduce_scatter(c: BenchContext, count: int):
     chunk = count // c.world
     send, recv = c.pattern(count, c.rank), c.torch.empty(chunk, dtype=c.dtype, device=c.device)
 
+    launch = c.direct.reduce_scatter(send, recv) if c.direct is not None else None
+
     def run(async_op=False):
-        if c.direct is not None:
-            c.direct.reduce_scatter(send, recv)
+        if launch is not None:
+            launch()
             return []
         return [c.dist.reduce_scatter_tensor(recv, send, async_op=async_op)]
 
@@ -107,9 +115,11 @@ def _alltoall(c: BenchContext, count: int):
 
     send, recv = chunks_of(c.rank), c.torch.empty(count, dtype=c.dtype, device=c.device)
 
+    launch = c.direct.all_to_all(send, recv) if c.direct is not None else None
+
     def run(async_op=False):
-        if c.direct is not None:
-            c.direct.all_to_all(send, recv)
+        if launch is not None:
+            launch()
             return []
         return [c.dist.all_to_all_single(recv, send, async_op=async_op)]
 
@@ -124,17 +134,20 @@ def _alltoall(c: BenchContext, count: int):
 
 def _broadcast(c: BenchContext, count: int):
     buf = c.pattern(count, c.rank)
+    out = c.torch.empty_like(buf) if c.direct is not None else buf  # out of place when launched directly
+    launch = c.direct.broadcast(buf, out, 0) if c.direct is not None else None
 
     def run(async_op=False):
-        if c.direct is not None:
-            c.direct.broadcast(buf, buf, 0)
+        if launch is not None:
+            launch()
             return []
         return [c.dist.broadcast(buf, 0, async_op=async_op)]
 
     def check():
         buf.copy_(c.pattern(count, c.rank))
+        out.zero_() if out is not buf else None
         run()
-        return int((buf != c.pattern(count, 0)).sum().item())
+        return int((out != c.pattern(count, 0)).sum().item())
 
     return run, check
 
@@ -287,10 +300,16 @@ def _launch_all(run: Callable[..., list], iters: int) -> None:
 def _timed_host(c: BenchContext, run: Callable[..., list], iters: int) -> float:
     """nccl-tests' default: host clock around ``iters`` back-to-back launches and one stream sync (us per op)."""
     _barrier(c)  # nccl-tests barriers before starting the clock: rank skew stays out of the window
-    t0 = time.perf_counter()
-    _launch_all(run, iters)
-    c.sync()
-    return (time.perf_counter() - t0) * 1e6 / iters
+    if c.direct is not None:
+        c.direct.pinned = c.direct.current_stream()  # one stream lookup per window, not per launch
+    try:
+        t0 = time.perf_counter()
+        _launch_all(run, iters)
+        c.sync()
+        return (time.perf_counter() - t0) * 1e6 / iters
+    finally:
+        if c.direct is not None:
+            c.direct.pinned = None
 
 
 def _timed_graph(c: BenchContext, run: Callable[..., list], iters: int, launches: int = GRAPH_LAUNCHES) -> float:
@@ -305,8 +324,14 @@ def _timed_graph(c: BenchContext, run: Callable[..., list], iters: int, launches
     graph = torch.cuda.CUDAGraph()
     # thread_local: c10d's watchdog thread may query events while this thread captures
     with torch.cuda.graph(graph, capture_error_mode="thread_local"):
-        for _ in range(iters):
-            run()
+        if c.direct is not None:
+            c.direct.pinned = c.direct.current_stream()  # the capture stream
+        try:
+            for _ in range(iters):
+                run()
+        finally:
+            if c.direct is not None:
+                c.direct.pinned = None
     _barrier(c)
     t0 = time.perf_counter()
     for _ in range(launches):
@@ -385,15 +410,16 @@ def run_bench(
         spec = collective_spec(name)
         for size in sizes:
             count = aligned_count(size, c.type_size, c.world, spec.split_by_ranks)
-            run, verify = BUILDERS[name](c, count)
             used = effective_timing(timing, name)
-            for _ in range(warmup):
-                run()
             if used in DIRECT_TIMINGS and c.direct is None and not tried_direct:
                 from envmatrix.probes.nccl_direct import attach
 
-                tried_direct = True  # after a warmup: torch creates its communicator lazily
+                tried_direct = True
+                _barrier(c)  # torch creates its communicator lazily: make sure it exists before taking its pointer
                 c.direct = attach(c.dist, c.torch, c.device, str(c.dtype).replace("torch.", ""), c.world)
+            run, verify = BUILDERS[name](c, count)
+            for _ in range(warmup):
+                run()
             _barrier(c)
             # builders without a direct path (reduce, p2p patterns) ignore c.direct
             launch = "direct" if (c.direct is not None and used in DIRECT_TIMINGS and name in DIRECT_COLLECTIVES) else "torch"

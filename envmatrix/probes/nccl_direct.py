@@ -12,7 +12,7 @@ engine falls back to torch's calls; every bench row records which launch path it
 from __future__ import annotations
 
 import ctypes
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 # ncclDataType_t and ncclRedOp_t values from nccl.h (stable since NCCL 2.0; bfloat16 since 2.10)
 _NCCL_DTYPE = {"float32": 7, "float16": 6, "bfloat16": 9, "int32": 2}
@@ -33,53 +33,76 @@ def _loaded_libnccl() -> Optional[str]:
 
 
 class DirectNccl:
+    """Bound launches: every argument but the stream is converted once per buffer set, so a timed call costs
+    one ctypes call (what nccl-tests' C loop costs, plus the foreign-call overhead)."""
+
     def __init__(self, lib: Any, comm: int, torch: Any, device: Any, dtype: str, world: int) -> None:
         self.lib, self.comm, self.torch, self.device = lib, ctypes.c_void_p(comm), torch, device
         self.dtype, self.world = ctypes.c_int(_NCCL_DTYPE[dtype]), world
+        # set by the timers around a window (the capture stream inside a CUDA graph capture)
+        self.pinned: Optional[ctypes.c_void_p] = None
         for fn in ("ncclAllReduce", "ncclAllGather", "ncclReduceScatter", "ncclBroadcast", "ncclSend", "ncclRecv",
                    "ncclGroupStart", "ncclGroupEnd", "ncclGetErrorString"):
             getattr(lib, fn)  # fail in attach(), not mid-window
         lib.ncclGetErrorString.restype = ctypes.c_char_p
 
-    def _stream(self) -> ctypes.c_void_p:
+    def current_stream(self) -> ctypes.c_void_p:
         return ctypes.c_void_p(self.torch.cuda.current_stream(self.device).cuda_stream)
 
-    def _ok(self, rc: int, what: str) -> None:
-        if rc != 0:
-            raise RuntimeError(f"{what}: NCCL error {rc}: {self.lib.ncclGetErrorString(rc).decode()}")
+    def _stream(self) -> ctypes.c_void_p:
+        return self.pinned if self.pinned is not None else self.current_stream()
+
+    def _fail(self, rc: int, what: str) -> None:
+        raise RuntimeError(f"{what}: NCCL error {rc}: {self.lib.ncclGetErrorString(rc).decode()}")
+
+    def _bound(self, fn: Any, what: str, *head: Any) -> Callable[[], None]:
+        stream = self._stream
+
+        def call() -> None:
+            rc = fn(*head, stream())
+            if rc:
+                self._fail(rc, what)
+
+        return call
 
     @staticmethod
-    def _ptr(t: Any) -> ctypes.c_void_p:
-        return ctypes.c_void_p(t.data_ptr())
+    def _ptr(t: Any, offset: int = 0) -> ctypes.c_void_p:
+        return ctypes.c_void_p(t.data_ptr() + offset)
 
-    def all_reduce(self, send: Any, recv: Any) -> None:
-        self._ok(self.lib.ncclAllReduce(self._ptr(send), self._ptr(recv), ctypes.c_size_t(send.numel()), self.dtype,
-                                        ctypes.c_int(_NCCL_SUM), self.comm, self._stream()), "ncclAllReduce")
+    def all_reduce(self, send: Any, recv: Any) -> Callable[[], None]:
+        return self._bound(self.lib.ncclAllReduce, "ncclAllReduce", self._ptr(send), self._ptr(recv),
+                           ctypes.c_size_t(send.numel()), self.dtype, ctypes.c_int(_NCCL_SUM), self.comm)
 
-    def all_gather(self, send: Any, recv: Any) -> None:
-        self._ok(self.lib.ncclAllGather(self._ptr(send), self._ptr(recv), ctypes.c_size_t(send.numel()), self.dtype,
-                                        self.comm, self._stream()), "ncclAllGather")
+    def all_gather(self, send: Any, recv: Any) -> Callable[[], None]:
+        return self._bound(self.lib.ncclAllGather, "ncclAllGather", self._ptr(send), self._ptr(recv),
+                           ctypes.c_size_t(send.numel()), self.dtype, self.comm)
 
-    def reduce_scatter(self, send: Any, recv: Any) -> None:
-        self._ok(self.lib.ncclReduceScatter(self._ptr(send), self._ptr(recv), ctypes.c_size_t(recv.numel()), self.dtype,
-                                            ctypes.c_int(_NCCL_SUM), self.comm, self._stream()), "ncclReduceScatter")
+    def reduce_scatter(self, send: Any, recv: Any) -> Callable[[], None]:
+        return self._bound(self.lib.ncclReduceScatter, "ncclReduceScatter", self._ptr(send), self._ptr(recv),
+                           ctypes.c_size_t(recv.numel()), self.dtype, ctypes.c_int(_NCCL_SUM), self.comm)
 
-    def broadcast(self, send: Any, recv: Any, root: int) -> None:
-        self._ok(self.lib.ncclBroadcast(self._ptr(send), self._ptr(recv), ctypes.c_size_t(send.numel()), self.dtype,
-                                        ctypes.c_int(root), self.comm, self._stream()), "ncclBroadcast")
+    def broadcast(self, send: Any, recv: Any, root: int) -> Callable[[], None]:
+        return self._bound(self.lib.ncclBroadcast, "ncclBroadcast", self._ptr(send), self._ptr(recv),
+                           ctypes.c_size_t(send.numel()), self.dtype, ctypes.c_int(root), self.comm)
 
-    def all_to_all(self, send: Any, recv: Any) -> None:
+    def all_to_all(self, send: Any, recv: Any) -> Callable[[], None]:
         # what nccl-tests' alltoall does: one grouped send and receive per peer
         chunk = send.numel() // self.world
         step = chunk * send.element_size()
-        stream, n = self._stream(), ctypes.c_size_t(chunk)
-        self._ok(self.lib.ncclGroupStart(), "ncclGroupStart")
-        for peer in range(self.world):
-            self._ok(self.lib.ncclSend(ctypes.c_void_p(send.data_ptr() + peer * step), n, self.dtype, ctypes.c_int(peer),
-                                       self.comm, stream), "ncclSend")
-            self._ok(self.lib.ncclRecv(ctypes.c_void_p(recv.data_ptr() + peer * step), n, self.dtype, ctypes.c_int(peer),
-                                       self.comm, stream), "ncclRecv")
-        self._ok(self.lib.ncclGroupEnd(), "ncclGroupEnd")
+        n, lib = ctypes.c_size_t(chunk), self.lib
+        peers = [(self._ptr(send, p * step), self._ptr(recv, p * step), ctypes.c_int(p)) for p in range(self.world)]
+
+        def call() -> None:
+            stream = self._stream()
+            rc = lib.ncclGroupStart()
+            for out, into, peer in peers:
+                rc = rc or lib.ncclSend(out, n, self.dtype, peer, self.comm, stream)
+                rc = rc or lib.ncclRecv(into, n, self.dtype, peer, self.comm, stream)
+            rc = lib.ncclGroupEnd() or rc
+            if rc:
+                self._fail(rc, "ncclSend/ncclRecv group")
+
+        return call
 
 
 def attach(dist: Any, torch: Any, device: Any, dtype: str, world: int) -> Optional[DirectNccl]:
