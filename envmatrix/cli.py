@@ -37,6 +37,8 @@ def _sweep_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--allow-unknown-vars", action="store_true", help="let site-specific variables outside the catalogs through")
     p.add_argument("--rerun", action="store_true", help="run again what the store already holds (new attempts; history is kept)")
     p.add_argument("--fail-on-failure", action="store_true", help="exit 1 if any probe failed")
+    p.add_argument("--jobs", default="1", metavar="N|auto", help="runs side by side on disjoint GPU sets (CPU: bounded by cores); auto never packs bench probes")
+    p.add_argument("--no-pool", action="store_true", help="start every rank cold (no warm pool of torch-imported forks)")
     p.set_defaults(func=cmd_sweep)
 
 
@@ -140,11 +142,17 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from envmatrix.reporting import build_matrix, write_reports
     from envmatrix.reporting.console import LiveProgress, matrix_tables
     from envmatrix.store import open_store
+    from envmatrix.errors import ConfigError
+    from envmatrix.planning.packing import parse_jobs
     from envmatrix.sweep import plan_sweep, run_sweep
 
     console = make_console()
     inp, gpus, pins = _prepare(args)
     runs = plan_sweep(inp)
+    try:
+        jobs = parse_jobs(args.jobs)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
     if args.dry_run:
         print_plan(console, inp, runs)
         return 0
@@ -154,7 +162,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     environ = inp.probe_environment(os.environ, host)
     with open_store(f"sqlite:///{os.path.join(run_dir, 'results.sqlite')}") as store:
         listener = LiveProgress(console) if console.is_terminal else LineProgress(console)
-        _, runs, results = run_sweep(inp, store, run_dir, environ, pins, len(gpus), host, rerun=args.rerun, listener=listener)
+        _, runs, results = run_sweep(
+            inp, store, run_dir, environ, pins, len(gpus), host, rerun=args.rerun, listener=listener, pool=not args.no_pool, jobs=jobs
+        )
     matrix = build_matrix(runs, results)
     title = f"envmatrix sweep {inp.name} ({inp.backend}, probe {inp.probe.name})"
     paths = write_reports(run_dir, matrix, results, title)
