@@ -66,19 +66,25 @@ class _Server:
     def __init__(self, python: str, env: Mapping[str, str]) -> None:
         self.proc = subprocess.Popen(
             [python, "-m", "envmatrix.execution.pool_server"], env=dict(env), stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, shell=False, preexec_fn=_child_setup, text=True, bufsize=1,
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, shell=False, preexec_fn=_child_setup, bufsize=0,
         )
+        self._buf = b""
         self.ready = False
         self.busy = False
 
     def read(self, timeout: Optional[float]) -> Optional[dict]:
-        out: IO[str] = self.proc.stdout  # type: ignore[assignment]
-        if timeout is not None and not select.select([out], [], [], timeout)[0]:
-            return None
-        line = out.readline()
-        if not line:  # server died: its children died with it (PDEATHSIG)
-            self.close()
-            return {"status": -9}
+        # Own line buffer over the raw fd: a buffered reader could swallow the exit line
+        # together with the pid line, and select() would then never report it.
+        fd = self.proc.stdout.fileno()  # type: ignore[union-attr]
+        while b"\n" not in self._buf:
+            if timeout is not None and not select.select([fd], [], [], timeout)[0]:
+                return None
+            chunk = os.read(fd, 65536)
+            if not chunk:  # server died: its children died with it (PDEATHSIG)
+                self.close()
+                return {"status": -9}
+            self._buf += chunk
+        line, self._buf = self._buf.split(b"\n", 1)
         return json.loads(line)
 
     def fork(self, spec: ProcessSpec) -> PooledChild:
@@ -88,7 +94,7 @@ class _Server:
                 raise OSError("pool server died while importing torch")
             self.ready = True
         req = {"argv": list(spec.argv), "env": dict(spec.env), "log_path": spec.log_path, "cwd": spec.cwd}
-        self.proc.stdin.write(json.dumps(req) + "\n")  # type: ignore[union-attr]
+        self.proc.stdin.write((json.dumps(req) + "\n").encode())  # type: ignore[union-attr]
         self.proc.stdin.flush()  # type: ignore[union-attr]
         msg = self.read(None)
         if "pid" not in msg or "status" in msg:
