@@ -197,3 +197,23 @@ def test_ctrl_c_stops_pool_and_children(cli, tmp_path):
     driver.send_signal(signal.SIGINT)
     assert driver.wait(timeout=60) == 130
     assert_no_processes(cli.marker, wait_s=15)
+
+
+def test_servers_outlive_the_worker_threads_of_packed_runs(tmp_path):
+    # PDEATHSIG is per thread: servers started from a packed run's worker thread used to die with it.
+    import threading
+
+    marker = "pool-threads-" + tmp_path.name
+    with WarmPool({**os.environ}) as pool:
+        for batch in range(2):
+            threads = []
+            for lane in range(2):
+                d = tmp_path / f"{batch}{lane}"
+                d.mkdir()
+                threads.append(threading.Thread(target=pool.run_group, args=([_rank_spec(d, 0, 1, free_port(), marker)],), kwargs={"timeout_s": 90}))
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+        assert pool.started == {"pooled": 4, "cold": 0} and len(pool._all) == 2
+    assert_no_processes(marker)

@@ -15,6 +15,7 @@ import select
 import subprocess
 import sys
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from typing import IO, Mapping, Optional, Sequence
 
 from envmatrix.execution.processes import ProcessSpec, _child_setup, _killpg, popen_spec
@@ -128,12 +129,18 @@ class WarmPool:
         self._all: list[_Server] = []
         self._lock = threading.Lock()
         self.started = {"pooled": 0, "cold": 0}
+        # PR_SET_PDEATHSIG fires when the *thread* that started a server exits: packed runs
+        # execute in short-lived worker threads, so servers are started from this long-lived one.
+        self._spawner = ThreadPoolExecutor(1, thread_name_prefix="envmatrix-pool")
+
+    def _spawn(self, env: Mapping[str, str]) -> "_Server":
+        return self._spawner.submit(_Server, self.python, env).result()
 
     def warm(self, n: int, env: Mapping[str, str]) -> None:
         """Start servers ahead, so the first runs' torch imports overlap."""
         with self._lock:
             while len(self._idle) < n:
-                server = _Server(self.python, env)
+                server = self._spawn(env)
                 self._idle.append(server)
                 self._all.append(server)
 
@@ -143,7 +150,7 @@ class WarmPool:
                 server = self._idle.pop()
                 if server.alive:
                     return server
-            server = _Server(self.python, env)
+            server = self._spawn(env)
             self._all.append(server)
             return server
 
@@ -197,6 +204,7 @@ class WarmPool:
             servers, self._all, self._idle = self._all, [], []
         for server in servers:
             server.close()
+        self._spawner.shutdown(wait=False)
 
     def __enter__(self) -> "WarmPool":
         return self
