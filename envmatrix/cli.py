@@ -56,6 +56,8 @@ def _sweep_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--fail-on-failure", action="store_true",
                    help="deprecated no-op: a failed cell now always exits 1 (see exit codes)")
     p.add_argument("--junit", metavar="PATH", help="also write JUnit XML: one testcase per (setup, grid), the root-cause line as message")
+    p.add_argument("--jobs", default="1", metavar="N|auto", help="runs side by side on disjoint GPU sets (CPU: bounded by cores); auto never packs bench probes")
+    p.add_argument("--no-pool", action="store_true", help="start every rank cold (no warm pool of torch-imported forks)")
     p.set_defaults(func=cmd_sweep)
 
 
@@ -173,6 +175,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from envmatrix.reporting.console import LiveProgress, matrix_tables
     from envmatrix.store import open_store
     from envmatrix.store.lock import exclusive
+    from envmatrix.planning.packing import parse_jobs
     from envmatrix.sweep import plan_sweep, run_sweep
 
     from envmatrix.catalog.backends import check_varied
@@ -194,6 +197,10 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     runs = plan_sweep(inp)
     if args.json and not args.dry_run:
         raise ConfigError("--json: only with --dry-run; allowed: --dry-run --json")
+    try:
+        jobs = parse_jobs(args.jobs)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
     if args.dry_run:
         from envmatrix.sweep import dry_run
 
@@ -211,7 +218,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     db = os.path.join(run_dir, "results.sqlite")
     with exclusive(db, args.command_line), open_store(em_paths.store_url(run_dir)) as store:
         listener = LiveProgress(console) if console.is_terminal else LineProgress(console)
-        _, runs, results = run_sweep(inp, store, run_dir, environ, pins, len(gpus), host, rerun=args.rerun, listener=listener)
+        _, runs, results = run_sweep(
+            inp, store, run_dir, environ, pins, len(gpus), host, rerun=args.rerun, listener=listener, pool=not args.no_pool, jobs=jobs
+        )
     matrix = build_matrix(runs, results, [g.label for g in inp.grids])
     title = f"envmatrix sweep {inp.name} ({inp.backend}, probe {inp.probe.name})"
     paths = write_reports(run_dir, matrix, results, title)

@@ -11,7 +11,11 @@ from dataclasses import dataclass, field
 from typing import Callable, Mapping, Optional
 
 from envmatrix.config.resolve import SweepInput
+from concurrent.futures import ThreadPoolExecutor, as_completed
+
+from envmatrix.execution.pool import WarmPool
 from envmatrix.execution.runner import execute
+from envmatrix.planning.packing import pack_batches
 from envmatrix.planning.plan import Run, plan_runs
 from envmatrix.probes import get_probe
 from envmatrix.results import ProbeResult
@@ -61,6 +65,8 @@ def run_sweep(
     host: dict,
     rerun: bool = False,
     listener: Optional[Listener] = None,
+    pool: bool = True,
+    jobs: int | str = 1,
 ) -> tuple[str, list[Run], list[ProbeResult]]:
     runs = plan_sweep(inp)
     sid = sweep_id(inp, runs)
@@ -70,19 +76,40 @@ def run_sweep(
     launcher, probe = inp.make_launcher(), get_probe(inp.probe.name)
     notify = listener or (lambda *_: None)
     notify("start", progress, None)
-    for run in runs:
-        if run.key in done:
-            continue
-        progress.current = run
-        notify("run", progress, None)
-        workdir = run_workdir(run_dir, run, f"{time.strftime('%Y%m%dT%H%M%S')}-{time.time_ns() % 10**9:09d}")
-        result = execute(run, launcher, probe, workdir, inherited_env, pins, gpus)
+    todo = [run for run in runs if run.key not in done]
+
+    def workdir_of(run: Run) -> str:
+        return run_workdir(run_dir, run, f"{time.strftime('%Y%m%dT%H%M%S')}-{time.time_ns() % 10**9:09d}")
+
+    def finish(result: ProbeResult) -> None:
+        # Only this (the driver's) thread touches the store.
         result.sweep_id, result.host = sid, host
         store.put(result)
         progress.done += 1
         progress.passed += result.passed
         progress.failed += not result.passed
         notify("result", progress, result)
+
+    warm = WarmPool(inherited_env) if pool and getattr(launcher, "name", "") == "local" else None
+    try:
+        for batch in pack_batches(todo, inp.backend, gpus, jobs, os.cpu_count() or 1, inherited_env.get("CUDA_VISIBLE_DEVICES")):
+            for run in batch:
+                progress.current = run
+                notify("run", progress, None)
+            if len(batch) == 1 and batch[0].cuda_visible is None:
+                run = batch[0].run
+                finish(execute(run, launcher, probe, workdir_of(run), inherited_env, pins, gpus, pool=warm))
+                continue
+            with ThreadPoolExecutor(len(batch)) as ex:
+                futures = [
+                    ex.submit(execute, p.run, launcher, probe, workdir_of(p.run), p.env(inherited_env), pins, p.gpus(gpus), pool=warm)
+                    for p in batch
+                ]
+                for fut in as_completed(futures):
+                    finish(fut.result())
+    finally:
+        if warm is not None:
+            warm.close()
     progress.current = None
     notify("end", progress, None)
     # A stored result may come from another command (bisect, search) under another

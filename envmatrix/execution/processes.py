@@ -13,7 +13,7 @@ import signal
 import subprocess
 import time
 from dataclasses import dataclass
-from typing import Mapping, Optional, Sequence
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 _PR_SET_PDEATHSIG = 1
 try:
@@ -77,6 +77,19 @@ def run_capture(argv: Sequence[str], timeout_s: float = 20.0, env: Mapping[str, 
     return Captured(done.returncode, done.stdout, done.stderr)
 
 
+def popen_spec(spec: ProcessSpec, log: Any) -> subprocess.Popen:
+    return subprocess.Popen(
+        list(spec.argv),
+        env=dict(spec.env),
+        cwd=spec.cwd,
+        stdin=subprocess.DEVNULL,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        shell=False,
+        preexec_fn=_child_setup,
+    )
+
+
 def _signal_name(returncode: int) -> Optional[str]:
     if returncode >= 0:
         return None
@@ -119,14 +132,17 @@ def run_group(
     timeout_s: float,
     grace_s: float = 5.0,
     poll_s: float = 0.05,
+    start: Optional[Callable[[ProcessSpec, Any], Any]] = None,
 ) -> list[ProcessOutcome]:
     """Start all specs, wait, and return one outcome per spec.
 
     The first non-zero exit starts a grace period; then the rest are killed
     (``peer_failure``), because their peers will never answer. At the
-    deadline everything still running is killed (``timeout``).
+    deadline everything still running is killed (``timeout``). ``start``
+    (default Popen) may return any object with Popen's pid/poll/wait, e.g.
+    a warm pool's forked child.
     """
-    procs: list[Optional[subprocess.Popen]] = []
+    procs: list[Any] = []
     outcomes: list[Optional[ProcessOutcome]] = []
     log_files = []
     try:
@@ -136,16 +152,7 @@ def run_group(
             log = open(spec.log_path, "ab", buffering=0)
             log_files.append(log)
             try:
-                proc = subprocess.Popen(
-                    list(spec.argv),
-                    env=dict(spec.env),
-                    cwd=spec.cwd,
-                    stdin=subprocess.DEVNULL,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    shell=False,
-                    preexec_fn=_child_setup,
-                )
+                proc = (start or popen_spec)(spec, log)
             except (OSError, ValueError) as exc:
                 procs.append(None)
                 outcomes.append(

@@ -66,12 +66,14 @@ def execute(
     pins: Mapping[str, str],
     gpus: int,
     python: str = sys.executable,
+    pool: Any = None,
 ) -> ProbeResult:
     os.makedirs(workdir, exist_ok=True)
     plan = launcher.build(run, launch_context(run, probe, workdir, inherited_env, pins, gpus, python, free_port()))
     params = run.probe.params
     started = time.time()
-    outcomes = run_group(plan.processes, timeout_s=float(params["timeout_s"]), grace_s=float(params.get("grace_s", 5.0)))
+    group = pool.run_group if pool is not None else run_group  # a WarmPool (execution/pool.py)
+    outcomes = group(plan.processes, timeout_s=float(params["timeout_s"]), grace_s=float(params.get("grace_s", 5.0)))
     finished = time.time()
     outcomes = [getattr(launcher, "map_outcome", lambda o: o)(o) for o in outcomes]  # e.g. mpirun's 128+N
     ranks, logs = [], []

@@ -17,6 +17,8 @@ from typing import Any
 from envmatrix.probes.identity import echoed_env, rank_identity
 
 WRONG_RESULT_EXIT = 3
+# "pooled" when forked from a warm pool server (envmatrix.execution.pool_server).
+START_MODE = "cold"
 
 
 class Reporter:
@@ -115,7 +117,7 @@ def main() -> int:
         import torch.distributed as dist
 
         backend = os.environ.get("ENVMATRIX_BACKEND", "gloo")
-        versions: dict[str, Any] = {"torch": torch.__version__, "python": sys.version.split()[0]}
+        versions: dict[str, Any] = {"torch": torch.__version__, "python": sys.version.split()[0], "start": START_MODE}
         if backend == "nccl":
             versions["nccl_torch_built"] = ".".join(map(str, torch.cuda.nccl.version()))
         reporter.data["versions"] = versions

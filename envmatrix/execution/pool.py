@@ -1,0 +1,213 @@
+"""Warm probe pool: rank processes forked from servers that already imported torch.
+
+``WarmPool.start`` is a drop-in for ``run_group``'s process start: a rank of
+the built-in probe whose loader-relevant environment matches the pool's gets
+a forked child of an idle server (``pooled``); anything else is started cold
+with Popen exactly as without the pool. Servers run in their own session with
+PDEATHSIG, so neither they nor their children outlive the driver.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import subprocess
+import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import IO, Mapping, Optional, Sequence
+
+from envmatrix.execution.processes import ProcessSpec, _child_setup, _killpg, popen_spec
+
+# What the dynamic loader (or the interpreter) resolved when the server started:
+# a run that changes one of these must not inherit the server's choice.
+LOADER_VARS = (
+    "LD_LIBRARY_PATH", "LD_PRELOAD", "LD_AUDIT", "NCCL_NET_PLUGIN", "NCCL_TUNER_PLUGIN", "NCCL_PROFILER_PLUGIN",
+    "NCCL_ENV_PLUGIN", "NCCL_NET_PLUGIN_PATH", "NCCL_LIB", "PYTHONPATH", "PYTHONHOME", "PYTHONSAFEPATH",
+)
+POOLED_MODULE = "envmatrix.probes.rank_main"
+
+
+def cold_reason(spec: ProcessSpec, base_env: Mapping[str, str], python: str) -> Optional[str]:
+    """Why this rank cannot run in a pooled child (None: it can)."""
+    if tuple(spec.argv) != (python, "-m", POOLED_MODULE):
+        return f"argv {' '.join(spec.argv[:3])} is not {python} -m {POOLED_MODULE}"
+    for var in LOADER_VARS:
+        if spec.env.get(var) != base_env.get(var):
+            return f"{var} differs from the pool's ({spec.env.get(var)!r} vs {base_env.get(var)!r})"
+    return None
+
+
+class PooledChild:
+    """A forked rank as seen by run_group: the Popen subset it uses (pid, poll, wait)."""
+
+    def __init__(self, server: "_Server", pid: int) -> None:
+        self.server, self.pid, self.returncode = server, pid, None
+
+    def _take(self, timeout: Optional[float]) -> Optional[int]:
+        if self.returncode is None:
+            msg = self.server.read(timeout)
+            if msg is not None:
+                self.returncode = int(msg.get("status", -9))
+                self.server.busy = False
+        return self.returncode
+
+    def poll(self) -> Optional[int]:
+        return self._take(0)
+
+    def wait(self, timeout: Optional[float] = None) -> int:
+        rc = self._take(timeout)
+        if rc is None:
+            raise subprocess.TimeoutExpired("pooled rank", timeout or 0)
+        return rc
+
+
+class _Server:
+    def __init__(self, python: str, env: Mapping[str, str]) -> None:
+        self.proc = subprocess.Popen(
+            [python, "-m", "envmatrix.execution.pool_server"], env=dict(env), stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, shell=False, preexec_fn=_child_setup, bufsize=0,
+        )
+        self._buf = b""
+        self.ready = False
+        self.busy = False
+
+    def read(self, timeout: Optional[float]) -> Optional[dict]:
+        # Own line buffer over the raw fd: a buffered reader could swallow the exit line
+        # together with the pid line, and select() would then never report it.
+        fd = self.proc.stdout.fileno()  # type: ignore[union-attr]
+        while b"\n" not in self._buf:
+            if timeout is not None and not select.select([fd], [], [], timeout)[0]:
+                return None
+            chunk = os.read(fd, 65536)
+            if not chunk:  # server died: its children died with it (PDEATHSIG)
+                self.close()
+                return {"status": -9}
+            self._buf += chunk
+        line, self._buf = self._buf.split(b"\n", 1)
+        return json.loads(line)
+
+    def fork(self, spec: ProcessSpec) -> PooledChild:
+        if not self.ready:
+            msg = self.read(None)
+            if "ready" not in msg:
+                raise OSError("pool server died while importing torch")
+            self.ready = True
+        req = {"argv": list(spec.argv), "env": dict(spec.env), "log_path": spec.log_path, "cwd": spec.cwd}
+        self.proc.stdin.write((json.dumps(req) + "\n").encode())  # type: ignore[union-attr]
+        self.proc.stdin.flush()  # type: ignore[union-attr]
+        msg = self.read(None)
+        if "pid" not in msg or "status" in msg:
+            raise OSError("pool server died before forking")
+        self.busy = True
+        return PooledChild(self, int(msg["pid"]))
+
+    @property
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def close(self) -> None:
+        _killpg(self.proc.pid)
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+        for f in (self.proc.stdin, self.proc.stdout):
+            try:
+                f.close()  # type: ignore[union-attr]
+            except (OSError, ValueError):
+                pass
+
+
+class WarmPool:
+    """Idle servers shared by concurrent runs (packing); thread-safe."""
+
+    def __init__(self, base_env: Mapping[str, str], python: str = sys.executable) -> None:
+        self.base_env, self.python = dict(base_env), python
+        self._idle: list[_Server] = []
+        self._all: list[_Server] = []
+        self._lock = threading.Lock()
+        self.started = {"pooled": 0, "cold": 0}
+        # PR_SET_PDEATHSIG fires when the *thread* that started a server exits: packed runs
+        # execute in short-lived worker threads, so servers are started from this long-lived one.
+        self._spawner = ThreadPoolExecutor(1, thread_name_prefix="envmatrix-pool")
+
+    def _spawn(self, env: Mapping[str, str]) -> "_Server":
+        return self._spawner.submit(_Server, self.python, env).result()
+
+    def warm(self, n: int, env: Mapping[str, str]) -> None:
+        """Start servers ahead, so the first runs' torch imports overlap."""
+        with self._lock:
+            while len(self._idle) < n:
+                server = self._spawn(env)
+                self._idle.append(server)
+                self._all.append(server)
+
+    def _acquire(self, env: Mapping[str, str]) -> _Server:
+        with self._lock:
+            while self._idle:
+                server = self._idle.pop()
+                if server.alive:
+                    return server
+            server = self._spawn(env)
+            self._all.append(server)
+            return server
+
+    def release(self, server: _Server) -> None:
+        with self._lock:
+            if server.alive and not server.busy:
+                self._idle.append(server)
+
+    def start(self, spec: ProcessSpec, log: IO[bytes]):
+        """run_group's starter: a pooled child if the rank allows it, else cold."""
+        if cold_reason(spec, self.base_env, self.python) is None:
+            server = self._acquire(self._server_env(spec.env))
+            try:
+                child = server.fork(spec)
+            except (OSError, ValueError, TypeError):
+                server.close()
+            else:
+                self.started["pooled"] += 1
+                return child
+        self.started["cold"] += 1
+        return popen_spec(spec, log)
+
+    def _server_env(self, env: Mapping[str, str]) -> dict[str, str]:
+        return dict(env)
+
+    def run_group(self, specs: Sequence[ProcessSpec], **kw):
+        from envmatrix.execution.processes import run_group
+
+        children: list = []
+
+        def start(spec: ProcessSpec, log: IO[bytes]):
+            child = self.start(spec, log)
+            children.append(child)
+            return child
+
+        try:
+            return run_group(specs, start=start, **kw)
+        finally:
+            for child in children:
+                if isinstance(child, PooledChild):
+                    if child.returncode is None:
+                        _killpg(child.pid)
+                        try:
+                            child.wait(timeout=10)
+                        except subprocess.TimeoutExpired:
+                            child.server.close()
+                    self.release(child.server)
+
+    def close(self) -> None:
+        with self._lock:
+            servers, self._all, self._idle = self._all, [], []
+        for server in servers:
+            server.close()
+        self._spawner.shutdown(wait=False)
+
+    def __enter__(self) -> "WarmPool":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
