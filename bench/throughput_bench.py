@@ -31,7 +31,8 @@ def envmatrix_side(args, side: str, rnd: int) -> dict:
     t0 = time.perf_counter()
     done = subprocess.run(argv, capture_output=True, text=True, shell=False)
     total = time.perf_counter() - t0
-    results = json.load(open(os.path.join(out, "results.json")))["results"] if done.returncode == 0 else []
+    # exit 1 only means a cell failed (the exit-code convention): its results still count as configs run
+    results = json.load(open(os.path.join(out, "results.json")))["results"] if done.returncode in (0, 1) else []
     walls = [r["duration_s"] for r in results]
     starts = sorted({k["versions"].get("start", "?") for r in results for k in r["ranks"] if k.get("versions")})
     return {"side": side, "round": rnd, "rc": done.returncode, "configs": len(results), "failed": sum(r["outcome"] != "pass" for r in results),
