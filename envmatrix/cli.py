@@ -184,6 +184,10 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
     console = make_console()
     inp, gpus, pins = _prepare(args)
+    try:
+        jobs = parse_jobs(args.jobs)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
     # where results would go is checked first: those errors name the file, and nothing is created before them
     run_dir = em_paths.run_dir(args.out, inp.name, create=False)
     check_not_corrupt(os.path.join(run_dir, "results.sqlite"))
@@ -197,10 +201,6 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     runs = plan_sweep(inp)
     if args.json and not args.dry_run:
         raise ConfigError("--json: only with --dry-run; allowed: --dry-run --json")
-    try:
-        jobs = parse_jobs(args.jobs)
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from None
     if args.dry_run:
         from envmatrix.sweep import dry_run
 
