@@ -17,7 +17,7 @@ import traceback
 from typing import Optional, Sequence
 
 from envmatrix import paths as em_paths
-from envmatrix.errors import EXIT_FAILURES, EXIT_INTERRUPTED, EXIT_OK, ConfigError, EnvmatrixError
+from envmatrix.errors import EXIT_FAILURES, EXIT_INCONCLUSIVE, EXIT_INTERRUPTED, EXIT_OK, ConfigError, EnvmatrixError
 
 EXIT_CODES = """exit codes (the same for sweep, bench, bisect, search, diff):
   0    all passed / nothing to do
@@ -231,7 +231,15 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from envmatrix.reporting.html import after_command
 
     after_command(run_dir, console, args.junit, f"envmatrix.sweep.{inp.name}", results)
-    return EXIT_FAILURES if failed else EXIT_OK
+    return sweep_exit_code(results)
+
+
+def sweep_exit_code(results) -> int:
+    """1 when a cell failed, 3 when the only non-passing cells are unresolved (probe skipped, exit 125), else 0."""
+    outcomes = {r.outcome for r in results}
+    if outcomes - {"pass", "unresolved"}:
+        return EXIT_FAILURES
+    return EXIT_INCONCLUSIVE if "unresolved" in outcomes else EXIT_OK
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -257,7 +265,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         for inp in inputs:
             host = host_facts()
             environ = inp.probe_environment(os.environ, host)
-            _, _, done = run_sweep(inp, store, run_dir, environ, pins, len(gpus), host, rerun=args.rerun, listener=LineProgress(console))
+            _, _, done = run_sweep(inp, store, run_dir, environ, pins, len(gpus), host, rerun=args.rerun, listener=LineProgress(console, "bench"))
             results.append(done[-1])
             code = max(code, print_bench(console, done[-1], run_dir))
     if len(results) > 1:
@@ -271,12 +279,13 @@ def cmd_bench(args: argparse.Namespace) -> int:
 class LineProgress:
     """Plain progress lines when stdout is not a terminal (CI logs, pipes)."""
 
-    def __init__(self, console) -> None:
-        self.console = console
+    def __init__(self, console, command: str = "sweep") -> None:
+        self.console, self.command = console, command
 
     def __call__(self, event, progress, result) -> None:
         if event == "start":
-            self.console.print(f"sweep: {progress.total} runs, {progress.skipped} already in the store")
+            runs = "run" if progress.total == 1 else "runs"
+            self.console.print(f"{self.command}: {progress.total} {runs}, {progress.skipped} already in the store")
         elif result is not None:
             from envmatrix.reporting.console import clip_words, eta_suffix
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from typing import Any, Sequence
 
 from envmatrix import paths as em_paths
@@ -38,6 +39,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", metavar="DIR", help="run directory: result store, study.sqlite, search.md, logs (default: reports/runs/<name>)")
     p.add_argument("--allow-unknown-vars", action="store_true", help="let site-specific variables outside the catalogs through")
     p.add_argument("--dry-run", action="store_true", help="print the space, objectives and settings; launch and write nothing")
+    p.add_argument("--allow-ignored-vars", action="store_true",
+                   help="search even when the backend reads none of the searched variables (the result will be noise)")
     p.set_defaults(func=cmd_search)
 
     e = sub.add_parser(
@@ -98,6 +101,13 @@ def cmd_search(args: argparse.Namespace) -> int:
     console = make_console()
     ctx = prepare_search(args)
     inp, settings, space, objectives = ctx["inp"], ctx["settings"], ctx["space"], ctx["objectives"]
+    from envmatrix.catalog.backends import check_varied
+
+    # a search over variables the backend never reads would crown noise (issue 22): refused, or one warning line
+    auto = str(inp.config.get("backend", "auto")) == "auto"
+    warning = check_varied(inp.backend, space.vars, "search", allow=args.allow_ignored_vars or auto, probe=inp.probe.name)
+    if warning:
+        print(f"envmatrix: {warning}", file=sys.stderr)
     if args.dry_run:
         return _print_dry_run(console, inp, settings, space, objectives)
 

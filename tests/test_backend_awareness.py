@@ -102,3 +102,13 @@ search:
     exported = run_search(cli, "export", "--out", str(out))
     assert exported.returncode == 0, exported.stdout + exported.stderr
     assert (out / "export" / "best.sh").exists() and not (out / "export" / "tuner.csv").exists()
+
+
+def test_search_over_only_nccl_variables_on_gloo_is_refused_and_writes_nothing(cli, tmp_path):
+    conf = write_conf(tmp_path / "n.yaml", "name: gloo_noise\nbackend: gloo\ngrids: [1x2]\n"
+                      "search:\n  trials: 2\n  space: {NCCL_ALGO: [Ring, Tree]}\n")
+    out = tmp_path / "run"
+    done = cli.run("search", f"conf={conf}", "--out", str(out))
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "reads none of the variables this search varies (NCCL_ALGO)" in done.stderr and "Traceback" not in done.stderr
+    assert not out.exists()

@@ -29,3 +29,23 @@ def test_sweep_exit_codes_end_to_end(cli, tmp_path):
     assert cli.run("sweep", f"conf={bad}", "--out", str(tmp_path / "b"), "--fail-on-failure").returncode == 1
     assert cli.run("sweep", f"conf={ok}", "--dry-run").returncode == 0
     assert cli.run("sweep", "conf=/nonexistent.yaml").returncode == 2
+
+
+@pytest.mark.slow
+def test_sweep_whose_only_non_passing_cells_are_unresolved_exits_3(cli, tmp_path):
+    # a command probe exiting 125 (git bisect's "cannot test") is unresolved: inconclusive, not a failure
+    conf = write_conf(tmp_path / "u.yaml", "backend: gloo\ngrids: [1x1]\nsetups:\n  ok: {ENVMATRIX_SKIP: '0'}\n"
+                      "  skip: {ENVMATRIX_SKIP: '1'}\n"
+                      "probe: {name: command, timeout_s: 60, command: [sh, -c, 'exit $((125 * ENVMATRIX_SKIP))']}\n")
+    done = cli.run("sweep", f"conf={conf}", "--out", str(tmp_path / "u"), "--allow-unknown-vars")
+    assert done.returncode == 3, done.stdout + done.stderr
+
+
+def test_sweep_exit_code_table():
+    from types import SimpleNamespace as R
+
+    from envmatrix.cli import sweep_exit_code
+
+    assert sweep_exit_code([R(outcome="pass")]) == 0
+    assert sweep_exit_code([R(outcome="pass"), R(outcome="unresolved")]) == 3
+    assert sweep_exit_code([R(outcome="unresolved"), R(outcome="init_error")]) == 1
