@@ -17,6 +17,11 @@ For the search of signature S's culprits, a probe's signature is read as:
 - T of the same or an earlier stage (or a stage we cannot order): unknown
   (T may mask S), never "pass".
 
+A bare non-zero exit (command probes) is staged by its line: an init-phase
+line (init, bootstrap, "no device", NET/x :, transport) is init, anything else
+after init. Two failures of one stage with different lines stay unknown to each
+other, so such an env may end inconclusive (exit 3) rather than guessed.
+
 Every probe's signature is kept in one cache shared by every search, so a
 probe run for S's search also informs T's. Peeling: once S's culprit sets are
 proven, the env without them (the repaired env of S, already probed as S's
@@ -28,23 +33,31 @@ repaired env passes. The final env is proven only by a passing probe.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Callable, Optional, Union
 
-from envmatrix.bisect.search import EXPLAIN, FAIL, PASS, UNRESOLVED, BudgetExhausted, find_culprits
+import dataclasses
+
+from envmatrix.bisect.search import EXPLAIN, FAIL, PASS, STRICT, UNRESOLVED, BudgetExhausted, Probes, SearchResult, certificate_tests, find_culprits
 
 Signature = Union[str, tuple]  # "pass", "unresolved", or (outcome, normalised line)
 SigOracle = Callable[[frozenset], Signature]
 
 # Earlier stage = masks later ones. Outcomes not listed cannot be ordered (unknown).
 STAGES = {"launch_error": 0, "env_mismatch": 0, "init_error": 1, "collective_error": 2, "wrong_transport": 2,
-          "wrong_result": 3, "timeout": 3, "crash": 3, "exit_error": 3}
+          "exit_error": 2, "wrong_result": 3, "timeout": 3, "crash": 3}
+# A bare non-zero exit (a command probe) is staged by its root-cause line: NCCL's init-phase messages
+# (communicator init, bootstrap, transport/net setup) mean init; anything else happened after init.
+_INIT_LINE = re.compile(r"init|bootstrap|no device|net/\w+ *:|transport")
 
 
 def stage(sig: Signature) -> Optional[int]:
-    if isinstance(sig, tuple) and sig:
-        return STAGES.get(sig[0])
-    return None
+    if not (isinstance(sig, tuple) and sig):
+        return None
+    if sig[0] in ("exit_error", "collective_error") and len(sig) > 1 and _INIT_LINE.search(str(sig[1] or "")):
+        return STAGES["init_error"]
+    return STAGES.get(sig[0])
 
 
 def read_for(sig: Signature, target: Signature) -> str:
@@ -118,13 +131,26 @@ class _Cache:
 _Budget = BudgetExhausted  # raised by the shared cache; find_culprits answers its best guess with method "budget"
 
 
+def complete_strictly(n: int, oracle: Callable[[frozenset], str], known: dict, found: SearchResult) -> SearchResult:
+    """Run the strict checks an explain-level answer lacks (each culprit atom unset in the full env: what the
+    repair tries first anyway); when one still fails, search on from every outcome seen (strict)."""
+    universe = frozenset(range(n))
+    probes = Probes(n, oracle, 1, known={**known, **dict(found.trail)}, budget=10**9)
+    if all(probes.settle(atoms) == expected for atoms, expected in certificate_tests(universe, found.culprits, STRICT)):
+        return dataclasses.replace(found, trail=found.trail + probes.trail, probes=found.probes + probes.launched)
+    more = find_culprits(n, oracle, known=probes.cache, certify=STRICT, budget=10**9)
+    return dataclasses.replace(more, trail=found.trail + probes.trail + more.trail, probes=found.probes + probes.launched + more.probes)
+
+
 def find_all_culprits(n: int, oracle: SigOracle, *, known: Optional[dict] = None, max_probes: Optional[int] = None,
-                      repeats: int = 1, certify: str = EXPLAIN, seed: int = 0) -> PeelResult:
+                      repeats: int = 1, certify: str = EXPLAIN, seed: int = 0, strict_after: bool = False) -> PeelResult:
     """Culprit sets of every failure signature of atoms 0..n-1, peeling one signature at a time.
 
     ``known``: signatures observed earlier (stored sweep results): used, never counted.
+    ``strict_after``: after an explain-level answer, also prove no overlapping culprit set exists (each culprit
+    atom unset in the env; the bisect driver does, the issue-4 bench counts explain only).
     """
-    budget = default_max_probes(n) if max_probes is None else max_probes
+    budget = default_max_probes(n) * (2 * repeats - 1) if max_probes is None else max_probes  # flaky: room for repeats
     cache = _Cache(oracle, known, budget)
     sections: list[Section] = []
     universe = list(range(n))
@@ -161,6 +187,8 @@ def find_all_culprits(n: int, oracle: SigOracle, *, known: Optional[dict] = None
                             sub_known[frozenset(back[a] for a in atoms)] = value
             res = find_culprits(len(universe), sub_oracle, repeats=repeats, known=sub_known, certify=certify,
                                 seed=seed, budget=10**9)  # the shared cache enforces the cap
+            if strict_after and certify == EXPLAIN and repeats == 1 and res.complete:
+                res = complete_strictly(len(universe), sub_oracle, sub_known, res)
             culprits = [to_orig(c) for c in res.culprits]
             if res.method == "budget" or cache.launched >= budget and not res.complete:
                 sections.append(Section(target, list(universe), culprits, False, "budget", []))
