@@ -6,13 +6,20 @@ import argparse
 import json
 import os
 import shlex
+import sys
 from pathlib import Path
 from typing import Any
 
 from envmatrix import paths as em_paths
-from envmatrix.errors import ConfigError, did_you_mean
+from envmatrix.errors import EXIT_FAILURES, EXIT_INCONCLUSIVE, EXIT_OK, ConfigError, did_you_mean
+from envmatrix.reporting.console import probe_line
 
-EXAMPLES = """examples:
+EXAMPLES = """Every failure signature (outcome + root-cause line) gets its own culprit search; an init failure masks later
+ones, so once a signature's culprits are proven the env without them is probed and bisected again until it passes.
+bisect exits 1 when culprits were found, 0 when nothing fails (nothing to bisect), 3 when inconclusive (probe cap
+reached, culprits unproven, no passing repaired env), 2 on bad input.
+
+examples:
   envmatrix bisect conf=aws_ofi --failing 2x2                  # failing setups of the last sweep on 2x2
   envmatrix bisect conf=aws_ofi --failing 2x2 --setup 0 --baseline 3
   envmatrix bisect --grid 2x2 --env-file seed003_env0.sh       # KEY=VALUE / export lines as pasted
@@ -42,6 +49,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--version-mode", choices=("auto", "preload", "library_path"), default="auto", help="how --versions paths are applied")
     p.add_argument("--probe-cmd", metavar="CMD", help="command each rank runs instead of the built-in probe (exit 0 pass, 125 unresolved, else fail)")
     p.add_argument("--repeats", type=int, default=1, help="settle each probe by majority of up to 2K-1 runs (flaky probes)")
+    p.add_argument("--max-probes", type=int, metavar="N", help="cap on probes of the search and peeling (default: max(24, 4*ceil(log2(1+n+n(n-1)/2))) "
+                   "for n atoms, 4x the bits naming up to two culprit atoms); at the cap the report lists what is proven and the "
+                   "atoms still suspect, exit 3. Repair probes come after the cap (--no-repair skips them)")
     p.add_argument("--json", metavar="PATH", help="write culprit sets, probes launched and the trail as JSON")
     p.add_argument("--junit", metavar="PATH", help="also write JUnit XML: one testcase per probed (setup, grid), the root-cause line as message")
     p.add_argument("--no-repair", action="store_true", help="skip trying other values of each culprit")
@@ -108,6 +118,8 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     from envmatrix.hostinfo import host_facts
     from envmatrix.store import open_store
 
+    if args.max_probes is not None and args.max_probes < 2:
+        raise ConfigError(f"--max-probes {args.max_probes}: not allowed; allowed: an integer >= 2 (the env and the baseline)")
     if args.repeats < 1:
         raise ConfigError(f"--repeats {args.repeats}: not allowed; allowed: an integer >= 1")
     console = make_console()
@@ -147,11 +159,19 @@ def cmd_bisect(args: argparse.Namespace) -> int:
             check_fits([grid], inp.backend, len(gpus), int(inp.config.get("max_local_ranks", 16)))
             ctx = ProbeContext(grid, probe, inp.backend, inp.launcher_key, run_dir, inp.probe_environment(os.environ, host_facts()), pins, len(gpus), store, f"bisect-{name}-{grid.label}", args.rerun, inp.make_launcher())
 
-            def show(label: str, result: Any, _name: str = name) -> None:
-                mark = "pass" if result.passed else f"{result.outcome}: {(result.root_cause or {}).get('line') or ''}"[:160]
-                console.print(f"[{_name} {grid.label}] {label}: {mark}", markup=False)
+            if not args.probe_cmd:  # a command probe reads NCCL_* itself, whatever the backend
+                from envmatrix.catalog.backends import check_varied
 
-            report = bisect_env(ctx, name, atoms, baseline, args.repeats, not args.no_repair, catalog, on_probe=show)
+                warning = check_varied(inp.backend, atoms, "bisect", probe=inp.probe.name)
+                if warning:
+                    print(warning, file=sys.stderr)
+
+            def show(label: str, result: Any, fresh: bool = True, _name: str = name, _grid: str = grid.label) -> None:
+                console.print(probe_line(f"{_name} {_grid}", label, result, launched=bool(fresh)), markup=False)
+
+            stored = [r for r in store.latest(sweep_id=store.sweeps()[-1]["id"]) if r.grid == grid.label] if args.failing else []
+            report = bisect_env(ctx, name, atoms, baseline, args.repeats, not args.no_repair, catalog, on_probe=show,
+                                max_probes=args.max_probes, stored=stored)
             reports.append(report)
             md = render_markdown(report)
             path = os.path.join(run_dir, f"bisect_{_safe(name)}_{grid.label}.md")
@@ -171,7 +191,14 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     from envmatrix.reporting.html import after_command
 
     after_command(run_dir, console, args.junit, "envmatrix.bisect", probed)
-    return 0
+    return exit_code(reports)
+
+
+def exit_code(reports: list) -> int:
+    """3 when any bisect is inconclusive, else 1 when culprits were found, else 0 (nothing failing)."""
+    if any(r.status not in ("ok", "env passes") or (r.culprits and not r.complete) for r in reports):
+        return EXIT_INCONCLUSIVE
+    return EXIT_FAILURES if any(r.culprits for r in reports) else EXIT_OK
 
 
 def _safe(name: str) -> str:

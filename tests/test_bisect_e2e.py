@@ -31,7 +31,7 @@ def test_gloo_culprit_among_harmless_variables(cli, tmp_path):
         "bisect", "backend=gloo", "probe.collectives=[allreduce]", "probe.timeout_s=30",
         "--grid", "1x2", "--env-file", str(env_file), "--out", str(out), "--json", str(tmp_path / "r.json"),
     )
-    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.returncode == 1, done.stdout + done.stderr
     (report,) = json.loads((tmp_path / "r.json").read_text())
     assert report["culprits"] == [["GLOO_SOCKET_IFNAME=envmx_missing0"]]
     assert report["complete"] and "envmx_missing0" in report["original_failure"]["line"]
@@ -42,7 +42,7 @@ def test_gloo_culprit_among_harmless_variables(cli, tmp_path):
     assert [r["outcome"] for r in report["repairs"]] == ["pass"]
     assert "GLOO_SOCKET_IFNAME" not in " ".join(report["recommended_env"])
     md = (out / "bisect_env0_1x2.md").read_text()
-    assert "| 1x2 | 1 | 0 |" in md and "## Culprits" in md
+    assert "| 1x2 | 0 | 1 |" in md and "## Culprits" in md
 
 
 FLAKY = """
@@ -69,7 +69,7 @@ def test_flaky_command_probe_with_repeats(cli, tmp_path):
         "bisect", "backend=gloo", "--grid", "1x1", "--env-file", str(env_file), "--probe-cmd", f"{sys.executable} {script}",
         "--repeats", "3", "--allow-unknown-vars", "--no-repair", "--json", str(tmp_path / "r.json"), "--out", str(tmp_path / "o"),
     )
-    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.returncode == 1, done.stdout + done.stderr
     (report,) = json.loads((tmp_path / "r.json").read_text())
     assert report["culprits"] == [["ENVMATRIX_A=1", "ENVMATRIX_B=1"]]
 
@@ -89,7 +89,7 @@ probe: {timeout_s: 30, collectives: [allreduce]}
     out = tmp_path / "o"
     assert cli.run("sweep", f"conf={conf}", "--out", str(out)).returncode == 1  # a cell failed
     done = cli.run("bisect", f"conf={conf}", "--failing", "1x2", "--out", str(out), "--json", str(tmp_path / "r.json"), "--no-repair")
-    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.returncode == 1, done.stdout + done.stderr
     (report,) = json.loads((tmp_path / "r.json").read_text())
     assert report["name"] == "broken" and report["culprits"] == [["GLOO_SOCKET_IFNAME=envmx_missing0"]]
     # the failing env and the empty baseline were already in the sweep's store: not launched again

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import string
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional, Sequence
 
-from envmatrix.bisect.search import EXPLAIN, FAIL, PASS, STRICT, Probes, SearchResult, certificate_tests, find_culprits
-from envmatrix.bisect.signature import classify, signature
+from envmatrix.bisect.peel import complete_strictly as _complete_strictly  # noqa: F401 - tested here
+from envmatrix.bisect.peel import find_all_culprits
+from envmatrix.bisect.search import PASS
+from envmatrix.bisect.signature import signature
 from envmatrix.env.atoms import SET, Atom, Setup
 from envmatrix.planning.grid import Grid
 from envmatrix.planning.plan import ProbeSpec, plan_runs
@@ -61,10 +62,16 @@ class BisectReport:
     unresolved: list[list[int]] = field(default_factory=list)
     # probes up to the search's answer: baseline, the failing env, the search and the repaired-env check
     search_probes: Optional[int] = None
+    sections: list[dict[str, Any]] = field(default_factory=list)  # one per failure signature, in peeling order
+    status: str = "ok"  # ok | env passes | baseline fails | budget | incomplete
+    suspects: list[str] = field(default_factory=list)  # atoms still suspect when the search stopped early
+    free_probes: int = 0  # stored results used as known outcomes (not launched)
+    recommended_proven: bool = False  # the recommended env passed a probe
 
     def labels(self) -> dict[int, str]:
-        letters = string.ascii_lowercase + string.ascii_uppercase
-        return {i: (letters[i] if i < len(letters) else f"x{i}") for i in range(len(self.atoms))}
+        from envmatrix.reporting.console import atom_letter
+
+        return {i: atom_letter(i) for i in range(len(self.atoms))}
 
     def to_json(self) -> dict[str, Any]:
         labels = self.labels()
@@ -83,6 +90,11 @@ class BisectReport:
             "unresolved": ["".join(labels[i] for i in idx) for idx in self.unresolved],
             "repairs": [dataclasses.asdict(r) for r in self.repairs],
             "recommended_env": [str(a) for a in self.recommended],
+            "recommended_proven": self.recommended_proven,
+            "signatures": self.sections,
+            "status": self.status,
+            "suspects": self.suspects,
+            "free_probes": self.free_probes,
         }
 
 
@@ -115,6 +127,29 @@ def _subset_name(chosen: frozenset, n: int) -> str:
     return "bisect-" + "".join("1" if i in chosen else "0" for i in range(n))
 
 
+def result_signature(result: ProbeResult):
+    """A probe's signature for the peeling search: "pass", "unresolved" (skip, launch error) or (outcome, line)."""
+    if result.passed:
+        return PASS
+    if result.outcome in ("unresolved", "launch_error"):
+        return "unresolved"
+    return signature(result)
+
+
+def stored_outcomes(results: Sequence[ProbeResult], baseline: Sequence[Atom], atoms: Sequence[Atom]) -> dict[frozenset, Any]:
+    """Stored results (e.g. the other setups of a sweep on this grid) whose env is baseline + some of ``atoms``:
+    known signatures of those atom subsets, free probes for the search."""
+    index = {str(a): i for i, a in enumerate(atoms)}
+    base = {str(a) for a in baseline}
+    known: dict[frozenset, Any] = {}
+    for r in results:
+        names = [str(Atom.from_json(a)) for a in (r.setup or {}).get("atoms", [])]
+        if not base <= set(names) or any(n not in index and n not in base for n in names):
+            continue
+        known[frozenset(index[n] for n in names if n in index)] = result_signature(r)
+    return known
+
+
 def bisect_env(
     ctx: ProbeContext,
     name: str,
@@ -123,84 +158,83 @@ def bisect_env(
     repeats: int = 1,
     repair: bool = True,
     catalog: Any = None,
-    on_probe: Optional[Callable[[str, ProbeResult], None]] = None,
+    on_probe: Optional[Callable[..., None]] = None,
+    max_probes: Optional[int] = None,
+    stored: Sequence[ProbeResult] = (),
 ) -> BisectReport:
     atoms = [a for a in atoms if a not in set(baseline)]
     n = len(atoms)
     launched = 0
-    state: dict[str, Any] = {"original": None}
-    known: dict[frozenset, str] = {}
-
+    results: dict[frozenset, ProbeResult] = {}
     seen: set[frozenset] = set()
 
-    def probe(chosen: frozenset) -> ProbeResult:
+    def oracle(chosen: frozenset):
         nonlocal launched
         # A set asked for again is a repeat of a flaky probe: run it for real.
         result, fresh = run_env(ctx, _subset_name(chosen, n), subset_atoms(baseline, atoms, chosen), rerun=chosen in seen)
         seen.add(chosen)
         launched += fresh
+        results.setdefault(chosen, result)
         if on_probe:
-            on_probe(_subset_name(chosen, n), result)
-        return result
+            on_probe(_subset_name(chosen, n), result, fresh)
+        return result_signature(result)
 
-    # The failure being bisected: its class and root-cause line define "the same failure".
-    full = probe(frozenset(range(n)))
-    state["original"] = signature(full)
-    if full.passed:
-        return BisectReport(name, ctx.grid.label, list(atoms), list(baseline), [], launched, [(list(range(n)), PASS)], False, "env passes", _failure(full))
-    known[frozenset(range(n))] = FAIL
-    base = probe(frozenset())
-    known[frozenset()] = classify(base, state["original"])
+    known = stored_outcomes(stored, baseline, atoms)
+    peel = find_all_culprits(n, oracle, known=known, max_probes=max_probes, repeats=repeats, strict_after=repair)
+    sigs: list[Any] = [s.signature for s in peel.sections]
+    full_result = results.get(frozenset(range(n)))
 
-    def oracle(chosen: frozenset) -> str:
-        return classify(probe(chosen), state["original"])
+    def code(sig: Any) -> str:
+        if sig == PASS:
+            return PASS
+        if sig in sigs:
+            return "fail" if sigs.index(sig) == 0 else f"fail{sigs.index(sig) + 1}"
+        return "unresolved"
 
-    # With repair on, the search certifies "explain" (each set fails alone, is minimal, and the env without
-    # all of them passes) and the per-atom checks of "strict" come from the repair's unset probes, run first
-    # here; flaky probes or no repair: the search certifies strict itself.
-    certify = EXPLAIN if repair and repeats == 1 else STRICT
-    result: SearchResult = find_culprits(n, oracle, repeats=repeats, known=known, certify=certify)
-    search_probes = launched
-    if certify == EXPLAIN and result.complete:
-        result = _complete_strictly(n, oracle, known, result)
+    sections = []
+    for k, sec in enumerate(peel.sections):
+        line = next((r for a, r in results.items() if result_signature(r) == sec.signature), None)
+        sections.append({
+            "signature": k + 1,
+            "failure": _failure(line) if line is not None else {"outcome": sec.signature[0], "line": sec.signature[1], "rank": None},
+            "culprits": [[str(atoms[i]) for i in sorted(c)] for c in sec.culprits],
+            "proven": sec.complete,
+            "searched_atoms": len(sec.universe),
+            "repaired_env_outcome": None if sec.repaired_sig is None else code(sec.repaired_sig),
+        })
     report = BisectReport(
         name=name,
         grid=ctx.grid.label,
         atoms=list(atoms),
         baseline=list(baseline),
-        culprits=[[atoms[i] for i in sorted(c)] for c in result.culprits],
+        culprits=[[atoms[i] for i in sorted(c)] for c in peel.culprits],
         probes_launched=launched,
-        trail=[([], known[frozenset()]), (list(range(n)), FAIL)] + [(sorted(a), o) for a, o in result.trail],
-        complete=result.complete,
-        method=result.method,
-        original=_failure(full),
-        unresolved=[sorted(u) for u in result.unresolved],
-        search_probes=search_probes,
+        trail=[(sorted(a), code(sig)) for a, sig in peel.trail],
+        complete=peel.complete,
+        method=peel.status if peel.status != "ok" else "peeling" if len(sections) > 1 else "model",
+        original=_failure(full_result) if full_result is not None else {"outcome": None, "line": None, "rank": None},
+        search_probes=launched,
+        sections=sections,
+        status=peel.status,
+        suspects=[str(atoms[i]) for i in peel.suspects],
+        free_probes=len(known),
     )
-    if repair and report.culprits:
+    if peel.final_env is not None:
+        report.recommended = subset_atoms(baseline, atoms, frozenset(peel.final_env))
+        report.recommended_proven = True
+    if repair and report.culprits and peel.final_env is not None and repeats == 1:
 
         def probe_env(label: str, env: Sequence[Atom]) -> ProbeResult:
             nonlocal launched
             result, fresh = run_env(ctx, label, env)
             launched += fresh
             if on_probe:
-                on_probe(label, result)
+                on_probe(label, result, fresh)
             return result
 
         _repair(ctx, report, catalog, probe_env)
     report.probes_launched = launched
     return report
-
-
-def _complete_strictly(n: int, oracle: Callable[[frozenset], str], known: Mapping[frozenset, str], found: SearchResult) -> SearchResult:
-    """Run the strict checks an explain-level answer lacks (each culprit atom unset in the full env: the
-    repair's first probe of it); when one still fails, search on from every outcome seen (strict)."""
-    universe = frozenset(range(n))
-    probes = Probes(n, oracle, 1, known={**known, **dict(found.trail)})
-    if all(probes.settle(atoms) == expected for atoms, expected in certificate_tests(universe, found.culprits, STRICT)):
-        return dataclasses.replace(found, trail=found.trail + probes.trail, probes=found.probes + probes.launched)
-    more = find_culprits(n, oracle, known=probes.cache, certify=STRICT)
-    return dataclasses.replace(more, trail=found.trail + probes.trail + more.trail, probes=found.probes + probes.launched + more.probes)
 
 
 def _failure(result: ProbeResult) -> dict[str, Any]:
@@ -236,9 +270,15 @@ def _repair(ctx: ProbeContext, report: BisectReport, catalog: Any, probe_env: Ca
                         best_changes[str(atom)] = (value, score)
     recommended = list(full)
     for culprit in report.culprits:
-        for atom in culprit:
-            if str(atom) in best_changes:
-                value, _ = best_changes[str(atom)]
-                recommended = [a for a in recommended if a != atom] + ([] if value is None else [Atom(atom.var, SET, value)])
-                break  # one change per culprit set repairs it
-    report.recommended = recommended
+        changed = [a for a in culprit if str(a) in best_changes]
+        if not changed:  # no single change passed alone (a masked culprit): unset the set, as peeling did
+            recommended = [a for a in recommended if a not in culprit]
+            continue
+        atom = changed[0]  # one change per culprit set repairs it
+        value, _ = best_changes[str(atom)]
+        recommended = [a for a in recommended if a != atom] + ([] if value is None else [Atom(atom.var, SET, value)])
+    if [str(a) for a in recommended] == [str(a) for a in report.recommended]:
+        return
+    # the combination of the best changes is a new env: recommended only once a probe proves it passes
+    if probe_env("repair-combined", recommended).passed:
+        report.recommended = recommended

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from envmatrix.bisect.driver import BisectReport
 from envmatrix.env.atoms import Setup
+from envmatrix.reporting.console import clip_words
 
 
 def subset_label(indices: list[int], n: int, labels: dict[int, str]) -> str:
@@ -20,7 +21,8 @@ def subset_label(indices: list[int], n: int, labels: dict[int, str]) -> str:
 def trail_table(report: BisectReport) -> tuple[list[str], list[str]]:
     labels, n = report.labels(), len(report.atoms)
     header = [subset_label(idx, n, labels) for idx, _ in report.trail]
-    cells = ["1" if outcome == "pass" else ("0" if outcome == "fail" else "?") for _, outcome in report.trail]
+    # 0 = the first failure signature, 0k = signature k (a failure masked by an earlier one), ? = unresolved
+    cells = ["1" if o == "pass" else "0" if o == "fail" else ("0" + o[4:]) if o.startswith("fail") else "?" for _, o in report.trail]
     return header, cells
 
 
@@ -43,22 +45,36 @@ def render_markdown(report: BisectReport) -> str:
     if report.baseline:
         out += ["", "Baseline (always applied): " + "; ".join(f"`{a}`" for a in report.baseline)]
     header, cells = trail_table(report)
-    out += ["", "## Trail (1 = passes, 0 = fails the same way, ? = unresolved)", ""]
+    out += ["", "## Trail (1 = passes, 0 = fails with signature 1, 0k = fails with signature k, ? = unresolved)", ""]
     out.append("| grid | " + " | ".join(f"({h})" for h in header) + " |")
     out.append("| --- | " + " | ".join("---" for _ in header) + " |")
     out.append(f"| {report.grid} | " + " | ".join(cells) + " |")
     out += ["", "## Culprits", ""]
-    if report.culprits:
-        for c in report.culprits:
+    for sec in report.sections:
+        f = sec["failure"]
+        out += [f"### Signature {sec['signature']}: {f.get('outcome')}: {clip_words(f.get('line') or '', 160)}", ""]
+        for c in sec["culprits"]:
             kind = "interacting: all needed together" if len(c) > 1 else "fails alone"
             out.append(f"- {{{', '.join(f'`{a}`' for a in c)}}} ({kind})")
-    else:
+        if not sec["culprits"]:
+            out.append("- none found")
+        out.append(f"- proven (fails alone, minimal, env without it no longer fails this way): {'yes' if sec['proven'] else 'no'}; "
+                   f"atoms searched: {sec['searched_atoms']}; env without these culprits: {sec['repaired_env_outcome'] or 'not probed'}")
+        out.append("")
+    if not report.sections:
         out.append("- none found")
+    if report.status == "budget":
+        out.append(f"Probe cap reached: inconclusive. Still suspect: {', '.join(f'`{a}`' for a in report.suspects) or 'none'}")
+    if report.free_probes:
+        out.append(f"Stored results used as free probes (not launched): {report.free_probes}")
     if report.repairs:
         out += ["", "## Repair", "", "| variable | value | outcome | busbw (GB/s) | root cause |", "| --- | --- | --- | --- | --- |"]
         for r in report.repairs:
             busbw = "-" if r.busbw is None else f"{r.busbw:.2f}"
-            out.append(f"| {r.var} | {'(unset)' if r.value is None else r.value} | {r.outcome} | {busbw} | {(r.root_cause or '').replace('|', '/')[:160]} |")
+            out.append(f"| {r.var} | {'(unset)' if r.value is None else r.value} | {r.outcome} | {busbw} | {clip_words((r.root_cause or '').replace('|', '/'), 160)} |")
+    if report.recommended or report.culprits:
+        proof = "proven: this env passed a probe" if report.recommended_proven else "NOT proven: no repaired env passed a probe"
+        out += ["", "## Recommended env", "", f"({proof})"]
     if report.recommended:
-        out += ["", "## Recommended env", "", "```bash", *Setup("recommended", tuple(report.recommended)).shell_lines(), "```"]
+        out += ["", "```bash", *Setup("recommended", tuple(report.recommended)).shell_lines(), "```"]
     return "\n".join(out) + "\n"

@@ -1,0 +1,221 @@
+"""Bisect an env that fails in more than one way: one culprit search per failure signature (pure).
+
+Masking model
+-------------
+A probe ends in ``pass`` or one failure *signature* (outcome class + normalised
+root-cause line). Failures happen in stages (``STAGES``: init < collective <
+wrong result / timeout / crash ...): a run stops at the first failure it meets,
+so a set holding the culprits of an init failure S never shows a collective
+failure T even when it also holds T's culprits (S masks T).
+
+For the search of signature S's culprits, a probe's signature is read as:
+
+- S: fails (the set holds an S culprit set);
+- pass: passes;
+- T of a *later* stage than S: passes for S (had the set held an S culprit
+  set, S would have been met first);
+- T of the same or an earlier stage (or a stage we cannot order): unknown
+  (T may mask S), never "pass".
+
+A bare non-zero exit (command probes) is staged by its line: an init-phase
+line (init, bootstrap, "no device", NET/x :, transport) is init, anything else
+after init. Two failures of one stage with different lines stay unknown to each
+other, so such an env may end inconclusive (exit 3) rather than guessed.
+
+Every probe's signature is kept in one cache shared by every search, so a
+probe run for S's search also informs T's. Peeling: once S's culprit sets are
+proven, the env without them (the repaired env of S, already probed as S's
+certificate) is the next env; when it fails (another signature, or S with
+another culprit) its culprits are searched among the remaining atoms, until the
+repaired env passes. The final env is proven only by a passing probe: the env
+without every culprit, or a probe that already passed holding all of it (and so
+a part of each culprit set: fewer changes, no extra probe).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Callable, Optional, Union
+
+import dataclasses
+
+from envmatrix.bisect.search import EXPLAIN, FAIL, PASS, STRICT, UNRESOLVED, BudgetExhausted, Probes, SearchResult, certificate_tests, find_culprits
+
+Signature = Union[str, tuple]  # "pass", "unresolved", or (outcome, normalised line)
+SigOracle = Callable[[frozenset], Signature]
+
+# Earlier stage = masks later ones. Outcomes not listed cannot be ordered (unknown).
+STAGES = {"launch_error": 0, "env_mismatch": 0, "init_error": 1, "collective_error": 2, "wrong_transport": 2,
+          "exit_error": 2, "wrong_result": 3, "timeout": 3, "crash": 3}
+# A bare non-zero exit (a command probe) is staged by its root-cause line: NCCL's init-phase messages
+# (communicator init, bootstrap, transport/net setup) mean init; anything else happened after init.
+_INIT_LINE = re.compile(r"init|bootstrap|no device|net/\w+ *:|transport")
+
+
+def stage(sig: Signature) -> Optional[int]:
+    if not (isinstance(sig, tuple) and sig):
+        return None
+    if sig[0] in ("exit_error", "collective_error") and len(sig) > 1 and _INIT_LINE.search(str(sig[1] or "")):
+        return STAGES["init_error"]
+    return STAGES.get(sig[0])
+
+
+def read_for(sig: Signature, target: Signature) -> str:
+    """What a probe that ended in ``sig`` says about the culprits of ``target``."""
+    if sig == PASS:
+        return PASS
+    if sig == UNRESOLVED or not isinstance(sig, tuple):
+        return UNRESOLVED
+    if sig == target:
+        return FAIL
+    s, t = stage(sig), stage(target)
+    if s is not None and t is not None and s > t:
+        return PASS
+    return UNRESOLVED
+
+
+def default_max_probes(n: int) -> int:
+    """4x the bits needed to name up to two culprit atoms among n (at least 24)."""
+    choices = 1 + n + n * (n - 1) // 2
+    return max(24, 4 * math.ceil(math.log2(max(2, choices))))
+
+
+@dataclass
+class Section:
+    signature: Signature
+    universe: list[int]  # the atoms (original indices) searched for this signature
+    culprits: list[frozenset]  # original indices
+    complete: bool
+    method: str
+    repaired: list[int]  # the env (original indices) without this section's culprits
+    repaired_sig: Optional[Signature] = None
+
+
+@dataclass
+class PeelResult:
+    sections: list[Section]
+    probes: int
+    trail: list[tuple[frozenset, Signature]]
+    final_env: Optional[list[int]] = None  # proven passing env (original indices); None when not proven
+    status: str = "ok"  # ok | env passes | baseline fails | budget | incomplete
+    suspects: list[int] = field(default_factory=list)
+
+    @property
+    def culprits(self) -> list[frozenset]:
+        return [c for s in self.sections for c in s.culprits]
+
+    @property
+    def complete(self) -> bool:
+        return self.status == "ok" and self.final_env is not None and all(s.complete for s in self.sections)
+
+
+class _Cache:
+    def __init__(self, oracle: SigOracle, known: Optional[dict], budget: int) -> None:
+        self.oracle, self.budget = oracle, budget
+        self.sigs: dict[frozenset, Signature] = dict(known or {})
+        self.launched = 0
+        self.trail: list[tuple[frozenset, Signature]] = []
+
+    def __call__(self, atoms: frozenset, fresh: bool = False) -> Signature:
+        if atoms in self.sigs and not fresh:
+            return self.sigs[atoms]
+        if self.launched >= self.budget:
+            raise _Budget()
+        self.launched += 1
+        sig = self.oracle(atoms)
+        self.sigs[atoms] = sig
+        self.trail.append((atoms, sig))
+        return sig
+
+
+_Budget = BudgetExhausted  # raised by the shared cache; find_culprits answers its best guess with method "budget"
+
+
+def complete_strictly(n: int, oracle: Callable[[frozenset], str], known: dict, found: SearchResult) -> SearchResult:
+    """Run the strict checks an explain-level answer lacks (each culprit atom unset in the full env: what the
+    repair tries first anyway); when one still fails, search on from every outcome seen (strict)."""
+    universe = frozenset(range(n))
+    probes = Probes(n, oracle, 1, known={**known, **dict(found.trail)}, budget=10**9)
+    if all(probes.settle(atoms) == expected for atoms, expected in certificate_tests(universe, found.culprits, STRICT)):
+        return dataclasses.replace(found, trail=found.trail + probes.trail, probes=found.probes + probes.launched)
+    more = find_culprits(n, oracle, known=probes.cache, certify=STRICT, budget=10**9)
+    return dataclasses.replace(more, trail=found.trail + probes.trail + more.trail, probes=found.probes + probes.launched + more.probes)
+
+
+def find_all_culprits(n: int, oracle: SigOracle, *, known: Optional[dict] = None, max_probes: Optional[int] = None,
+                      repeats: int = 1, certify: str = EXPLAIN, seed: int = 0, strict_after: bool = False) -> PeelResult:
+    """Culprit sets of every failure signature of atoms 0..n-1, peeling one signature at a time.
+
+    ``known``: signatures observed earlier (stored sweep results): used, never counted.
+    ``strict_after``: after an explain-level answer, also prove no overlapping culprit set exists (each culprit
+    atom unset in the env; the bisect driver does, the issue-4 bench counts explain only).
+    """
+    budget = default_max_probes(n) * (2 * repeats - 1) if max_probes is None else max_probes  # flaky: room for repeats
+    cache = _Cache(oracle, known, budget)
+    sections: list[Section] = []
+    universe = list(range(n))
+
+    def done(status: str, final: Optional[list[int]] = None, suspects: Optional[list[int]] = None) -> PeelResult:
+        return PeelResult(sections, cache.launched, cache.trail, final, status, sorted(suspects or []))
+
+    try:
+        target = cache(frozenset(universe))
+        if target == PASS:
+            return done("env passes", universe)
+        if cache(frozenset()) != PASS:
+            return done("baseline fails")
+        while True:
+            if target == PASS:
+                return done("ok", universe)
+            local = {i: a for i, a in enumerate(universe)}
+
+            def to_orig(atoms: frozenset) -> frozenset:
+                return frozenset(local[i] for i in atoms)
+
+            def sub_oracle(atoms: frozenset, _t=target) -> str:
+                # a flaky repeat of a set is a fresh run; otherwise the shared cache answers
+                return read_for(cache(to_orig(atoms), fresh=repeats > 1 and to_orig(atoms) in cache.sigs), _t)
+
+            inside = set(universe)
+            sub_known = {}
+            if repeats == 1:
+                back = {a: i for i, a in local.items()}
+                for atoms, sig in cache.sigs.items():
+                    if atoms <= inside:
+                        value = read_for(sig, target)
+                        if value != UNRESOLVED:
+                            sub_known[frozenset(back[a] for a in atoms)] = value
+            res = find_culprits(len(universe), sub_oracle, repeats=repeats, known=sub_known, certify=certify,
+                                seed=seed, budget=10**9)  # the shared cache enforces the cap
+            if strict_after and certify == EXPLAIN and repeats == 1 and res.complete:
+                res = complete_strictly(len(universe), sub_oracle, sub_known, res)
+            culprits = [to_orig(c) for c in res.culprits]
+            if res.method == "budget" or cache.launched >= budget and not res.complete:
+                sections.append(Section(target, list(universe), culprits, False, "budget", []))
+                suspects = sorted(set().union(*culprits)) if culprits else list(universe)
+                return done("budget", None, suspects)
+            if not culprits:
+                sections.append(Section(target, list(universe), [], False, res.method, []))
+                return done("incomplete", None, list(universe))
+            rest = [a for a in universe if a not in set().union(*culprits)]
+            # A probe that passed and holds the rest (but no whole culprit set) is already a proven repaired
+            # env, with fewer changes: no need to probe the rest itself.
+            passed = [a for a, sig in cache.sigs.items() if sig == PASS and set(rest) <= a <= inside]
+            if passed:
+                sig_rest, proven = PASS, sorted(max(passed, key=len))
+            else:
+                sig_rest = cache(frozenset(rest))
+                proven = rest
+            sections.append(Section(target, list(universe), culprits, res.complete, res.method, rest, sig_rest))
+            if not res.complete:
+                return done("incomplete", None, list(universe))
+            if sig_rest == PASS:
+                return done("ok", proven)
+            universe, target = rest, sig_rest
+            if target != PASS and (target == UNRESOLVED or not isinstance(target, tuple)):
+                return done("incomplete", None, rest)
+    except _Budget:
+        suspects = list(universe)
+        return done("budget", None, suspects)

@@ -1,0 +1,123 @@
+"""Failure signatures as outcomes: masking, peeling, the probe cap and free probes (pure + real processes)."""
+
+import json
+import random
+import sys
+
+import pytest
+
+from envmatrix.bisect.peel import default_max_probes, find_all_culprits, read_for, stage
+from envmatrix.bisect.search import PASS
+
+INIT = ("exit_error", "nccl warn net/ib : no device found.")
+LATER = ("exit_error", "nccl warn pat algorithm unsupported")
+
+
+def masked_oracle(a, b, log=None):
+    def oracle(atoms):
+        if log is not None:
+            log.append(atoms)
+        if a in atoms:
+            return INIT
+        return LATER if b in atoms else PASS
+
+    return oracle
+
+
+def test_stages_order_a_bare_exit_by_its_line():
+    assert stage(INIT) == 1 and stage(LATER) == 2 and stage(("init_error", "x")) == 1
+    assert read_for(LATER, INIT) == PASS  # a later failure: the init culprit is absent
+    assert read_for(INIT, LATER) == "unresolved"  # init masks the later failure: unknown, never pass
+    assert read_for(("exit_error", "other later line"), LATER) == "unresolved"  # same stage: unknown
+    assert read_for("unresolved", LATER) == "unresolved" and read_for(LATER, LATER) == "fail"
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_masked_pair_both_found_and_repaired_env_proven(seed):
+    rng = random.Random(seed)
+    a, b = rng.sample(range(24), 2)
+    log = []
+    res = find_all_culprits(24, masked_oracle(a, b, log))
+    assert [s.signature for s in res.sections] == [INIT, LATER]
+    assert [s.culprits for s in res.sections] == [[frozenset({a})], [frozenset({b})]]
+    assert res.complete and res.status == "ok"
+    assert set(res.final_env) == set(range(24)) - {a, b} and frozenset(res.final_env) in log  # proven by a probe
+    assert len(log) == len(set(log)) == res.probes <= 20  # one shared cache: no set launched twice
+
+
+def test_cap_reports_suspects_and_is_inconclusive():
+    res = find_all_culprits(24, masked_oracle(3, 17), max_probes=6)
+    assert res.status == "budget" and res.probes == 6 and not res.complete and res.final_env is None
+    assert 3 in res.suspects or any(3 in c for c in res.culprits)
+
+
+def test_known_outcomes_are_free():
+    a, b = 5, 11
+    full = frozenset(range(24))
+    known = {full - {a}: LATER, frozenset({a}): INIT, frozenset({b}): LATER, full - {a, b}: PASS}
+    log = []
+    res = find_all_culprits(24, masked_oracle(a, b, log), known=known)
+    assert res.complete and not (set(log) & set(known))
+    plain = find_all_culprits(24, masked_oracle(a, b))
+    assert res.probes < plain.probes
+
+
+def test_default_cap():
+    assert default_max_probes(24) == 36 and default_max_probes(3) == 24
+
+
+PROBE = """
+import os, sys
+# init failure masks the later one, as NCCL_NET=IB on a host without IB hides NCCL_ALGO=PAT
+if os.environ.get("NCCL_NET") == "IB":
+    print("NCCL WARN NET/IB : No device found.", flush=True); sys.exit(1)
+if os.environ.get("NCCL_ALGO") == "PAT":
+    print("NCCL WARN PAT algorithm unsupported", flush=True); sys.exit(1)
+sys.exit(0)
+"""
+
+
+def _env_file(tmp_path, rng):
+    lines = [f"export ENVMATRIX_H{i:02d}={rng.randint(1, 9)}\n" for i in range(22)] + ["export NCCL_NET=IB\n", "export NCCL_ALGO=PAT\n"]
+    rng.shuffle(lines)
+    path = tmp_path / "env.sh"
+    path.write_text("".join(lines))
+    return path
+
+
+@pytest.mark.slow
+def test_masking_with_real_probes(cli, tmp_path):
+    script = tmp_path / "probe.py"
+    script.write_text(PROBE)
+    env_file = _env_file(tmp_path, random.Random(7))
+    done = cli.run("bisect", "backend=gloo", "--grid", "1x1", "--env-file", str(env_file), "--probe-cmd", f"{sys.executable} {script}",
+                   "--allow-unknown-vars", "--no-repair", "--json", str(tmp_path / "r.json"), "--out", str(tmp_path / "o"))
+    assert done.returncode == 1, done.stdout + done.stderr
+    (report,) = json.loads((tmp_path / "r.json").read_text())
+    assert [s["culprits"] for s in report["signatures"]] == [[["NCCL_NET=IB"]], [["NCCL_ALGO=PAT"]]]
+    assert "NET/IB" in report["signatures"][0]["failure"]["line"] and "PAT" in report["signatures"][1]["failure"]["line"]
+    assert report["complete"] and report["recommended_proven"] and report["status"] == "ok"
+    assert not {"NCCL_NET=IB", "NCCL_ALGO=PAT"} & set(report["recommended_env"]) and len(report["recommended_env"]) == 22
+    assert report["probes_launched"] <= 22
+    launched = [ln for ln in done.stdout.splitlines() if "bisect-" in ln and "(stored, not launched)" not in ln]
+    assert len(launched) == report["probes_launched"]
+    md = (tmp_path / "o" / "bisect_env_1x1.md").read_text()
+    assert "### Signature 1" in md and "### Signature 2" in md and "proven: this env passed a probe" in md
+
+
+@pytest.mark.slow
+def test_cap_exit_3_with_real_probes(cli, tmp_path):
+    script = tmp_path / "probe.py"
+    script.write_text(PROBE)
+    env_file = _env_file(tmp_path, random.Random(8))
+    done = cli.run("bisect", "backend=gloo", "--grid", "1x1", "--env-file", str(env_file), "--probe-cmd", f"{sys.executable} {script}",
+                   "--allow-unknown-vars", "--no-repair", "--max-probes", "5", "--json", str(tmp_path / "r.json"), "--out", str(tmp_path / "o"))
+    assert done.returncode == 3, done.stdout + done.stderr
+    (report,) = json.loads((tmp_path / "r.json").read_text())
+    assert report["status"] == "budget" and report["probes_launched"] == 5 and report["suspects"]
+    assert "Probe cap reached" in (tmp_path / "o" / "bisect_env_1x1.md").read_text()
+
+
+def test_bisect_help_documents_exit_codes(cli):
+    out = cli.run("bisect", "--help").stdout
+    assert "--max-probes" in out and "3 when inconclusive" in out.replace("\n", " ")
