@@ -32,6 +32,18 @@ def test_stages_order_a_bare_exit_by_its_line():
     assert read_for("unresolved", LATER) == "unresolved" and read_for(LATER, LATER) == "fail"
 
 
+def test_forced_algorithm_rejected_at_the_first_collective_is_later_than_a_net_init_failure():
+    # As seen on the 2xH200 box: torch's barrier runs the first collective inside the probe's init phase,
+    # so NCCL_ALGO=PAT is reported as init_error, yet NCCL_NET=IB fails before any collective and masks it.
+    net = ("init_error", "failed to initialize any net plugin")
+    pat = ("init_error", "error : no algorithm/protocol available for function allreduce with datatype "
+                         "ncclfloat#. nccl_algo was set to pat.")
+    assert stage(net) == 1 and stage(pat) == 2
+    assert read_for(pat, net) == PASS and read_for(net, pat) == "unresolved"
+    res = find_all_culprits(11, lambda s: net if 1 in s else (pat if 6 in s else PASS))
+    assert [sorted(map(sorted, sec.culprits)) for sec in res.sections] == [[[1]], [[6]]]
+
+
 @pytest.mark.parametrize("seed", range(6))
 def test_masked_pair_both_found_and_repaired_env_proven(seed):
     rng = random.Random(seed)

@@ -52,11 +52,17 @@ STAGES = {"launch_error": 0, "env_mismatch": 0, "init_error": 1, "collective_err
 # A bare non-zero exit (a command probe) is staged by its root-cause line: NCCL's init-phase messages
 # (communicator init, bootstrap, transport/net setup) mean init; anything else happened after init.
 _INIT_LINE = re.compile(r"init|bootstrap|no device|net/\w+ *:|transport")
+# NCCL rejects a forced algorithm/protocol when the first collective is enqueued, after the communicator
+# exists: a probe that runs a collective during its init phase (torch's barrier) reports it as init_error,
+# but it happens after every real init failure (NET plugin, bootstrap, interfaces), which therefore mask it.
+_FIRST_COLLECTIVE_LINE = re.compile(r"no algorithm/protocol available")
 
 
 def stage(sig: Signature) -> Optional[int]:
     if not (isinstance(sig, tuple) and sig):
         return None
+    if len(sig) > 1 and _FIRST_COLLECTIVE_LINE.search(str(sig[1] or "")):
+        return STAGES["collective_error"]
     if sig[0] in ("exit_error", "collective_error") and len(sig) > 1 and _INIT_LINE.search(str(sig[1] or "")):
         return STAGES["init_error"]
     return STAGES.get(sig[0])
