@@ -50,7 +50,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--probe-cmd", metavar="CMD", help="command each rank runs instead of the built-in probe (exit 0 pass, 125 unresolved, else fail)")
     p.add_argument("--repeats", type=int, default=1, help="settle each probe by majority of up to 2K-1 runs (flaky probes)")
     p.add_argument("--max-probes", type=int, metavar="N", help="cap on probes of the search and peeling (default: max(24, 4*ceil(log2(1+n+n(n-1)/2))) "
-                   "for n atoms, 4x the bits naming up to two culprit atoms); at the cap the report lists what is proven and the "
+                   "for n atoms, 4x the bits naming up to two culprit atoms; times 4K with --repeats K); at the cap the report lists what is proven and the "
                    "atoms still suspect, exit 3. Repair probes come after the cap (--no-repair skips them)")
     p.add_argument("--json", metavar="PATH", help="write culprit sets, probes launched and the trail as JSON")
     p.add_argument("--junit", metavar="PATH", help="also write JUnit XML: one testcase per probed (setup, grid), the root-cause line as message")
