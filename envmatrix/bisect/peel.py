@@ -133,16 +133,22 @@ class _Cache:
 _Budget = BudgetExhausted  # raised by the shared cache; find_culprits answers its best guess with method "budget"
 
 
-def _settled(cache: _Cache, atoms: frozenset, repeats: int) -> Signature:
-    """The signature of ``atoms``: exact with repeats=1; flaky: the first signature to K votes of at most 2K-1 runs."""
+def _settled(cache: _Cache, atoms: frozenset, repeats: int, expected: str = PASS) -> Signature:
+    """The signature of ``atoms``: exact with repeats=1. Flaky: as ``search.Probes.confirm``, runs until the
+    expected outcome (pass, or fail = any failure signature) leads by K votes, or the other one by 2K (at most
+    8K runs); a failure answers with its most frequent signature."""
     if repeats == 1:
         return cache(atoms)
     votes: list = []
-    while len(votes) < 2 * repeats - 1:
-        votes.append(cache(atoms, fresh=True))
-        if votes.count(votes[-1]) >= repeats:
-            return votes[-1]
-    return max(votes, key=votes.count)
+    while len(votes) < 8 * repeats:
+        votes.append(cache(atoms, fresh=bool(votes) or atoms in cache.sigs))
+        fails = [v for v in votes if v not in (PASS, UNRESOLVED)]
+        lead = (len(votes) - votes.count(UNRESOLVED) - 2 * len(fails)) * (1 if expected == PASS else -1)
+        if lead >= repeats:
+            return PASS if expected == PASS else max(fails, key=fails.count)
+        if -lead >= 2 * repeats:
+            return max(fails, key=fails.count) if expected == PASS else PASS
+    return UNRESOLVED
 
 
 def complete_strictly(n: int, oracle: Callable[[frozenset], str], known: dict, found: SearchResult) -> SearchResult:
@@ -174,7 +180,7 @@ def find_all_culprits(n: int, oracle: SigOracle, *, known: Optional[dict] = None
         return PeelResult(sections, cache.launched, cache.trail, final, status, sorted(suspects or []))
 
     try:
-        target = _settled(cache, frozenset(universe), repeats)
+        target = _settled(cache, frozenset(universe), repeats, FAIL)
         if target == PASS:
             return done("env passes", universe)
         if _settled(cache, frozenset(), repeats) != PASS:
