@@ -10,7 +10,7 @@ found one (the checks the repair's unset probes make in a real run).
 A trial is `wrong` when the culprit sets differ from the truth or the result is
 not complete (certified).
 
-The flaky section runs `find_culprits(..., repeats=3)` against an oracle that
+The flaky section runs `find_all_culprits(..., repeats=3)` (default cap) against an oracle that
 flips every single run with probability 0.2 (independently) and reports the
 share of runs that name exactly the right culprit sets, and the probes launched
 (repeats included).
@@ -129,7 +129,9 @@ def measure_flaky(n: int, scenario: str, trials: int, flip: float = 0.2, repeats
     for t in range(trials):
         truth = SCENARIOS[scenario](rng, n)
         # flaky probes: the driver has the search certify strictly (repair probes run once, not repeated)
-        result = find_culprits(n, oracle_for(truth, flip, random.Random(10_000 * (seed + 1) + t)), repeats=repeats, seed=t, certify=STRICT)
+        flipper = oracle_for(truth, flip, random.Random(10_000 * (seed + 1) + t))
+        # what `envmatrix bisect --repeats` runs: the peeling search with its default probe cap
+        result = find_all_culprits(n, lambda s: ("exit_error", "x") if flipper(s) == FAIL else PASS, repeats=repeats, seed=t, certify=STRICT)
         counts.append(result.probes)
         right += same(result.culprits, truth)
         complete += same(result.culprits, truth) and result.complete

@@ -50,7 +50,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--probe-cmd", metavar="CMD", help="command each rank runs instead of the built-in probe (exit 0 pass, 125 unresolved, else fail)")
     p.add_argument("--repeats", type=int, default=1, help="settle each probe by majority of up to 2K-1 runs (flaky probes)")
     p.add_argument("--max-probes", type=int, metavar="N", help="cap on probes of the search and peeling (default: max(24, 4*ceil(log2(1+n+n(n-1)/2))) "
-                   "for n atoms, 4x the bits naming up to two culprit atoms); at the cap the report lists what is proven and the "
+                   "for n atoms, 4x the bits naming up to two culprit atoms; times 4K with --repeats K); at the cap the report lists what is proven and the "
                    "atoms still suspect, exit 3. Repair probes come after the cap (--no-repair skips them)")
     p.add_argument("--json", metavar="PATH", help="write culprit sets, probes launched and the trail as JSON")
     p.add_argument("--junit", metavar="PATH", help="also write JUnit XML: one testcase per probed (setup, grid), the root-cause line as message")
@@ -149,6 +149,8 @@ def cmd_bisect(args: argparse.Namespace) -> int:
         return code
     # An env file is checked before the run directory or store exists: bad input writes nothing.
     early = _targets(inp, args, run_dir, None, catalog) if args.env_file else None
+    for _, _, atoms in early or []:
+        _check_backend(inp, args, atoms)
     os.makedirs(run_dir, exist_ok=True)
     reports = []
     with open_store(em_paths.store_url(run_dir)) as store:
@@ -159,12 +161,8 @@ def cmd_bisect(args: argparse.Namespace) -> int:
             check_fits([grid], inp.backend, len(gpus), int(inp.config.get("max_local_ranks", 16)))
             ctx = ProbeContext(grid, probe, inp.backend, inp.launcher_key, run_dir, inp.probe_environment(os.environ, host_facts()), pins, len(gpus), store, f"bisect-{name}-{grid.label}", args.rerun, inp.make_launcher())
 
-            if not args.probe_cmd:  # a command probe reads NCCL_* itself, whatever the backend
-                from envmatrix.catalog.backends import check_varied
-
-                warning = check_varied(inp.backend, atoms, "bisect", probe=inp.probe.name)
-                if warning:
-                    print(warning, file=sys.stderr)
+            if not early:
+                _check_backend(inp, args, atoms)
 
             def show(label: str, result: Any, fresh: bool = True, _name: str = name, _grid: str = grid.label) -> None:
                 console.print(probe_line(f"{_name} {_grid}", label, result, launched=bool(fresh)), markup=False)
@@ -192,6 +190,18 @@ def cmd_bisect(args: argparse.Namespace) -> int:
 
     after_command(run_dir, console, args.junit, "envmatrix.bisect", probed)
     return exit_code(reports)
+
+
+def _check_backend(inp: Any, args: argparse.Namespace, atoms: list) -> None:
+    """Warn (stderr) about atoms the backend ignores; ConfigError when it ignores every one. A command probe
+    reads NCCL_* itself, whatever the backend: not checked."""
+    if args.probe_cmd:
+        return
+    from envmatrix.catalog.backends import check_varied
+
+    warning = check_varied(inp.backend, atoms, "bisect", probe=inp.probe.name)
+    if warning:
+        print(warning, file=sys.stderr)
 
 
 def exit_code(reports: list) -> int:

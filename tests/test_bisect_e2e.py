@@ -92,8 +92,8 @@ probe: {timeout_s: 30, collectives: [allreduce]}
     assert done.returncode == 1, done.stdout + done.stderr
     (report,) = json.loads((tmp_path / "r.json").read_text())
     assert report["name"] == "broken" and report["culprits"] == [["GLOO_SOCKET_IFNAME=envmx_missing0"]]
-    # the failing env and the empty baseline were already in the sweep's store: not launched again
-    assert report["probes_launched"] == len(report["trail"]) - 2
+    # the failing env and the empty baseline were already in the sweep's store: free probes, not launched again
+    assert report["free_probes"] == 2 and report["probes_launched"] == len(report["trail"])
 
 
 def test_bisect_bad_input(cli, tmp_path):

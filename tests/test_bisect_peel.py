@@ -133,3 +133,11 @@ def test_cap_exit_3_with_real_probes(cli, tmp_path):
 def test_bisect_help_documents_exit_codes(cli):
     out = cli.run("bisect", "--help").stdout
     assert "--max-probes" in out and "3 when inconclusive" in out.replace("\n", " ")
+
+
+def test_gloo_ignoring_every_atom_is_bad_input(cli, tmp_path):
+    env_file = tmp_path / "env.sh"
+    env_file.write_text("export NCCL_ALGO=Ring\nexport NCCL_PROTO=Simple\n")
+    out = tmp_path / "o"
+    done = cli.run("bisect", "backend=gloo", "--grid", "1x2", "--env-file", str(env_file), "--out", str(out))
+    assert done.returncode == 2 and "gloo" in done.stderr and not out.exists(), done.stdout + done.stderr

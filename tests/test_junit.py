@@ -77,7 +77,7 @@ def test_bisect_junit(cli, tmp_path):
     done = cli.run("bisect", "backend=gloo", "--grid", "1x1", "--env-file", str(env_file), "--probe-cmd",
                    f"{sys.executable} {script}", "--out", str(tmp_path / "run"), "--junit", str(xml_path), "--no-repair",
                    "--allow-unknown-vars")
-    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.returncode == 1, done.stdout + done.stderr  # culprits found
     cases = _cases(xml_path.read_text())
     stored = [r for r in load_results(str(tmp_path / "run")) if str(r.sweep_id).startswith("bisect-")]
     assert len(cases) == len(stored) >= 3  # every probe of this bisect, one testcase each

@@ -10,7 +10,7 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 
 from envmatrix.bisect.peel import complete_strictly as _complete_strictly  # noqa: F401 - tested here
 from envmatrix.bisect.peel import find_all_culprits
-from envmatrix.bisect.search import PASS
+from envmatrix.bisect.search import EXPLAIN, PASS, STRICT
 from envmatrix.bisect.signature import signature
 from envmatrix.env.atoms import SET, Atom, Setup
 from envmatrix.planning.grid import Grid
@@ -180,7 +180,10 @@ def bisect_env(
         return result_signature(result)
 
     known = stored_outcomes(stored, baseline, atoms)
-    peel = find_all_culprits(n, oracle, known=known, max_probes=max_probes, repeats=repeats, strict_after=repair)
+    # With repair on, each search certifies "explain" and the strict checks follow (each culprit atom unset in
+    # the env: the repair's first probes anyway); flaky probes or no repair: each search certifies strict itself.
+    certify = EXPLAIN if repair and repeats == 1 else STRICT
+    peel = find_all_culprits(n, oracle, known=known, max_probes=max_probes, repeats=repeats, certify=certify, strict_after=repair)
     sigs: list[Any] = [s.signature for s in peel.sections]
     full_result = results.get(frozenset(range(n)))
 

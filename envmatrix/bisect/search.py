@@ -55,8 +55,9 @@ With ``repeats=1`` outcomes are taken as exact: a probe is never launched for a
 set whose outcome is cached or implied by monotonicity, and certificates may be
 implied (a pass of a superset proves a pass).
 
-Unresolved outcomes (a different failure signature, skip, launch error) carry
-no information: they are cached, never retried, and listed in the result;
+Unresolved outcomes (skip, launch error, or a failure signature that says
+nothing about this search's: see ``peel``, which runs one search per failure
+signature and reads other signatures by their stage) carry no information: they are cached, never retried, and listed in the result;
 ``complete`` is False when a certificate could not be established.
 """
 
