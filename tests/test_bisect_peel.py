@@ -141,3 +141,14 @@ def test_gloo_ignoring_every_atom_is_bad_input(cli, tmp_path):
     out = tmp_path / "o"
     done = cli.run("bisect", "backend=gloo", "--grid", "1x2", "--env-file", str(env_file), "--out", str(out))
     assert done.returncode == 2 and "gloo" in done.stderr and not out.exists(), done.stdout + done.stderr
+
+
+def test_nccl_echo_of_forced_variables_does_not_split_a_signature():
+    from envmatrix.bisect.signature import normalize
+
+    # the two lines the 2xH200 box printed for NCCL_ALGO=PAT with and without NCCL_PROTO=Simple in the env
+    full = ("Error : no algorithm/protocol available for function AllReduce with datatype ncclFloat32. "
+            "NCCL_ALGO was set to PAT. NCCL_PROTO was set to Simple.")
+    alone = "Error : no algorithm/protocol available for function AllReduce with datatype ncclFloat32. NCCL_ALGO was set to PAT."
+    assert normalize(full) == normalize(alone) == "error : no algorithm/protocol available for function allreduce with datatype ncclfloat#."
+    assert stage(("init_error", normalize(full))) == 2

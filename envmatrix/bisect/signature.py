@@ -8,6 +8,10 @@ from typing import Optional
 from envmatrix.results import LAUNCH_ERROR, PASS, UNRESOLVED, ProbeResult
 
 _NOISE = [
+    # NCCL echoes every forced variable after the reason ("NCCL_ALGO was set to PAT. NCCL_PROTO was set to
+    # Simple."): the same failure would get a new signature for each subset of those variables (seen on the
+    # 2xH200 box, where it left the PAT search unable to recognise its own failure).
+    (re.compile(r"\s*\bnccl_\w+ was set to [^.]*\.?", re.I), ""),
     (re.compile(r"0x[0-9a-f]+", re.I), "0x#"),
     (re.compile(r"\[rank\d+\]:?"), ""),
     (re.compile(r"\d+"), "#"),  # counts, ranks, pids, ports, line numbers
