@@ -128,7 +128,8 @@ CASES = [
     Case("store-corrupt-bench", ("bench", "conf={file:c.yaml}", "--out", "{tmp}/bad"), "corrupt store",
          {"c.yaml": GOOD, "bad/results.sqlite": b"PK\x03\x04 a zip, not a store" * 10}),
     Case("store-corrupt-study", ("search", "conf={file:s.yaml}", "--out", "{out}"), "file is not a database",
-         {"s.yaml": "backend: gloo\ngrids: [1x2]\nsearch:\n  space: {NCCL_ALGO: [Ring, Tree]}\n",
+         # a space gloo reads (TORCH_DISTRIBUTED_DEBUG): an NCCL-only space on gloo is refused before the store is opened
+         {"s.yaml": "backend: gloo\ngrids: [1x2]\nsearch:\n  space: {TORCH_DISTRIBUTED_DEBUG: ['OFF', INFO]}\n",
           "out/study.sqlite": b"\x13\x37 not a study" * 50}),
     Case("store-is-directory", ("sweep", "conf={file:c.yaml}", "--out", "{tmp}/bad"), "is a directory",
          {"c.yaml": GOOD, "bad/results.sqlite/x": "x"}),
