@@ -18,6 +18,8 @@ EXAMPLES = """Every failure signature (outcome + root-cause line) gets its own c
 ones, so once a signature's culprits are proven the env without them is probed and bisected again until it passes.
 bisect exits 1 when culprits were found, 0 when nothing fails (nothing to bisect), 3 when inconclusive (probe cap
 reached, culprits unproven, no passing repaired env), 2 on bad input.
+With --versions: 1 when a first bad version is named, 0 when the last version is good, 3 when skipped versions
+leave several candidates or an end cannot be used (versions[0] bad or skipped, last version skipped).
 
 examples:
   envmatrix bisect conf=aws_ofi --failing 2x2                  # failing setups of the last sweep on 2x2

@@ -49,4 +49,4 @@ def run_version_bisect(args: Any, inp: Any, gpus: list, pins: dict, probe: Any, 
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(result.to_json(), fh, indent=1)
-    return 0
+    return result.exit_code

@@ -232,3 +232,47 @@ def test_parse_versions_file_errors():
         parse_versions_file("/a\n/b\n/a\n", "v.txt")
     with pytest.raises(ConfigError, match=r"^v.txt: 1 version\(s\) listed; allowed: at least 2"):
         parse_versions_file("# only\n/a\n", "v.txt")
+
+
+def test_exit_code_follows_the_project_convention():
+    versions = vers(8)
+    assert bisect_versions(versions, Oracle(versions, 5)).exit_code == 1  # a first bad version named
+    assert bisect_versions(versions, lambda v: "good").exit_code == 0  # no regression
+    assert bisect_versions(versions, Oracle(versions, 4, skips=[3])).exit_code == 3  # candidates 3 and 4
+    assert bisect_versions(versions, lambda v: "bad").exit_code == 3  # no known good version
+    assert bisect_versions(versions, lambda v: "skip").exit_code == 3
+    assert bisect_versions(versions, lambda v: "good" if v == versions[0] else "skip").exit_code == 3
+
+
+# a real probe per version: the "build" directory on LD_LIBRARY_PATH says whether it is bad or untestable
+VERSION_PROBE = """
+import os, sys
+build = os.environ.get("LD_LIBRARY_PATH", "").split(":")[0]
+marks = open(os.path.join(build, "marks")).read() if os.path.exists(os.path.join(build, "marks")) else ""
+sys.exit(125 if "skip" in marks else 1 if "bad" in marks else 0)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("marks, code, first_bad", [
+    ({2: "bad", 3: "bad"}, 1, "v2"),
+    ({}, 0, None),
+    ({1: "skip", 2: "bad", 3: "bad"}, 3, None),  # v1 skipped next to the first bad: ambiguous
+])
+def test_versions_cli_exit_codes_with_real_probes(cli, tmp_path, marks, code, first_bad):
+    import json
+    import sys
+
+    script = tmp_path / "probe.py"
+    script.write_text(VERSION_PROBE)
+    builds = []
+    for i in range(4):
+        build = tmp_path / f"v{i}"
+        build.mkdir()
+        (build / "marks").write_text(marks.get(i, "good"))
+        builds.append(str(build))
+    done = cli.run("bisect", "backend=gloo", "--grid", "1x1", "--versions", *builds, "--probe-cmd", f"{sys.executable} {script}",
+                   "--json", str(tmp_path / "r.json"), "--out", str(tmp_path / "o"))
+    assert done.returncode == code, done.stdout + done.stderr
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert (report["first_bad"] and report["first_bad"].rsplit("/", 1)[1]) == first_bad

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 from envmatrix.env.atoms import PREPEND, Atom
-from envmatrix.errors import ConfigError
+from envmatrix.errors import EXIT_FAILURES, EXIT_INCONCLUSIVE, EXIT_OK, ConfigError
 
 __all__ = [
     "GOOD",
@@ -128,6 +128,16 @@ class VersionBisectResult:
     @property
     def skipped(self) -> list[str]:
         return [v for v, o in self.tested if o == SKIP]
+
+    @property
+    def exit_code(self) -> int:
+        """The project convention: 1 a first bad version named, 0 no regression (the last version is good),
+        3 anything else (several candidates around skipped versions, an end skipped, versions[0] already bad)."""
+        if self.first_bad is not None:
+            return EXIT_FAILURES
+        if self.last_good is not None and self.tested and self.tested[-1] == (self.last_good, GOOD) and not self.candidates:
+            return EXIT_OK
+        return EXIT_INCONCLUSIVE
 
     def to_json(self) -> dict:
         return {
