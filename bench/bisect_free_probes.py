@@ -19,7 +19,7 @@ from pathlib import Path
 import yaml
 
 from envmatrix.bisect.peel import find_all_culprits
-from envmatrix.bisect.search import PASS
+from envmatrix.bisect import PASS
 
 
 def atoms_of(setup: dict) -> list[str]:

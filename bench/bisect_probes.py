@@ -34,7 +34,7 @@ import sys
 import time
 
 from envmatrix.bisect.peel import find_all_culprits
-from envmatrix.bisect.search import EXPLAIN, FAIL, PASS, STRICT, find_culprits
+from envmatrix.bisect import EXPLAIN, FAIL, PASS, STRICT
 
 SCENARIOS = {
     "1 culprit": lambda rng, n: [frozenset(rng.sample(range(n), 1))],

@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from envmatrix.bisect.peel import default_max_probes, find_all_culprits, read_for, stage
-from envmatrix.bisect.search import PASS
+from envmatrix.bisect import PASS
 
 INIT = ("exit_error", "nccl warn net/ib : no device found.")
 LATER = ("exit_error", "nccl warn pat algorithm unsupported")

@@ -7,14 +7,8 @@ import random
 
 import pytest
 
-from envmatrix.bisect.search import (
-    FAIL,
-    PASS,
-    UNRESOLVED,
-    certificate_tests,
-    find_culprits,
-    minimal_transversals,
-)
+from envmatrix.bisect import FAIL, PASS, UNRESOLVED, find_culprits
+from envmatrix.bisect.certificates import certificate_tests, minimal_transversals
 
 
 class Oracle:
@@ -255,3 +249,30 @@ def test_driver_keeps_a_strictly_complete_explain_answer():
 def test_unknown_certify_level_is_refused():
     with pytest.raises(ValueError, match="allowed: explain, strict"):
         find_culprits(4, Oracle([{1}]), certify="loose")
+
+
+def test_public_entry_point_localises_a_bad_host_and_a_bad_host_pair():
+    # how a non-env caller (bad hosts / bad links) uses the search: suspects are numbered, the oracle runs the
+    # check on exactly the suspects it is given; a bad link is a pair that fails only together
+    import envmatrix.bisect as bisect
+
+    hosts = [f"node{i:02d}" for i in range(12)]
+    bad_host, bad_link = {"node03"}, {"node05", "node09"}
+    checks: list[set] = []
+
+    def check(included: frozenset) -> str:
+        names = {hosts[i] for i in included}
+        checks.append(names)
+        return bisect.FAIL if bad_host <= names or bad_link <= names else bisect.PASS
+
+    result = bisect.find_culprits(len(hosts), check, certify=bisect.STRICT)
+    assert sorted(sorted(hosts[i] for i in c) for c in result.culprits) == [["node03"], ["node05", "node09"]]
+    assert result.complete and result.probes == len(checks)
+
+
+def test_importing_a_light_bisect_module_does_not_import_numpy():
+    import subprocess
+    import sys
+
+    code = "import sys, envmatrix.bisect, envmatrix.bisect.versions; print('numpy' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "False"

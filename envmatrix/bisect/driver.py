@@ -10,7 +10,8 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 
 from envmatrix.bisect.peel import complete_strictly as _complete_strictly  # noqa: F401 - tested here
 from envmatrix.bisect.peel import find_all_culprits
-from envmatrix.bisect.search import EXPLAIN, PASS, STRICT
+from envmatrix.bisect.certificates import EXPLAIN, STRICT
+from envmatrix.bisect.probe_cache import PASS
 from envmatrix.bisect.signature import signature
 from envmatrix.env.atoms import SET, Atom, Setup
 from envmatrix.planning.grid import Grid

@@ -41,7 +41,9 @@ from typing import Callable, Optional, Union
 
 import dataclasses
 
-from envmatrix.bisect.search import EXPLAIN, FAIL, PASS, STRICT, UNRESOLVED, BudgetExhausted, Probes, SearchResult, certificate_tests, find_culprits
+from envmatrix.bisect.certificates import EXPLAIN, STRICT, certificate_tests
+from envmatrix.bisect.probe_cache import FAIL, PASS, UNRESOLVED, BudgetExhausted, Probes
+from envmatrix.bisect.search import SearchResult, find_culprits
 
 Signature = Union[str, tuple]  # "pass", "unresolved", or (outcome, normalised line)
 SigOracle = Callable[[frozenset], Signature]
@@ -140,7 +142,7 @@ _Budget = BudgetExhausted  # raised by the shared cache; find_culprits answers i
 
 
 def _settled(cache: _Cache, atoms: frozenset, repeats: int, expected: str = PASS) -> Signature:
-    """The signature of ``atoms``: exact with repeats=1. Flaky: as ``search.Probes.confirm``, runs until the
+    """The signature of ``atoms``: exact with repeats=1. Flaky: as ``probe_cache.Probes.confirm``, runs until the
     expected outcome (pass, or fail = any failure signature) leads by K votes, or the other one by 2K (at most
     8K runs); a failure answers with its most frequent signature."""
     if repeats == 1:
@@ -176,7 +178,7 @@ def find_all_culprits(n: int, oracle: SigOracle, *, known: Optional[dict] = None
     ``strict_after``: after an explain-level answer, also prove no overlapping culprit set exists (each culprit
     atom unset in the env; the bisect driver does, the issue-4 bench counts explain only).
     """
-    # flaky: each set may run up to 8K times before a certificate settles (search.Probes.confirm)
+    # flaky: each set may run up to 8K times before a certificate settles (probe_cache.Probes.confirm)
     budget = (default_max_probes(n) * (1 if repeats == 1 else 4 * repeats)) if max_probes is None else max_probes
     cache = _Cache(oracle, known, budget)
     sections: list[Section] = []
