@@ -1,4 +1,9 @@
-"""The one busbw formula table.
+"""The one collectives table: name, nccl-tests binary, busbw factor, in-rank builder.
+
+The bench formulas, the nccl-tests parser (binary -> collective) and the rank
+bench engine (probes/bench_engine.py: builder functions, direct launches,
+blocking-only patterns) all read :data:`ALL`; adding a collective is one row
+here plus its builder function in the engine.
 
 Source: NVIDIA nccl-tests doc/PERFORMANCE.md and the ``*GetBw`` functions in
 src/*.cu (v2.19.6). ``algbw = S / t`` in GB/s (1e9 bytes), ``busbw = algbw *
@@ -27,6 +32,11 @@ class CollectiveSpec:
     factor: Optional[Callable[[int], float]]  # None: no bus bandwidth defined
     split_by_ranks: bool  # element count must divide by n (per-rank chunks)
     nccl_tests_binary: Optional[str]
+    builder: str  # name of the builder function in envmatrix.probes.bench_engine
+    # launched straight into libnccl by the direct path (probes/nccl_direct.py) when that is available
+    direct: bool = False
+    # a data dependency inside (a local sum, a reused send buffer): each call completes before the next
+    blocking_only: bool = False
 
 
 def _ring(n: int) -> float:
@@ -42,19 +52,19 @@ def _one(n: int) -> float:
 
 
 COLLECTIVES: dict[str, CollectiveSpec] = {
-    "allreduce": CollectiveSpec("allreduce", _ring, False, "all_reduce_perf"),
-    "allgather": CollectiveSpec("allgather", _gather, True, "all_gather_perf"),
-    "reduce_scatter": CollectiveSpec("reduce_scatter", _gather, True, "reduce_scatter_perf"),
-    "alltoall": CollectiveSpec("alltoall", _gather, True, "alltoall_perf"),
-    "broadcast": CollectiveSpec("broadcast", _one, False, "broadcast_perf"),
-    "reduce": CollectiveSpec("reduce", _one, False, "reduce_perf"),
-    "sendrecv": CollectiveSpec("sendrecv", _one, False, "sendrecv_perf"),
+    "allreduce": CollectiveSpec("allreduce", _ring, False, "all_reduce_perf", "build_allreduce", direct=True),
+    "allgather": CollectiveSpec("allgather", _gather, True, "all_gather_perf", "build_allgather", direct=True),
+    "reduce_scatter": CollectiveSpec("reduce_scatter", _gather, True, "reduce_scatter_perf", "build_reduce_scatter", direct=True),
+    "alltoall": CollectiveSpec("alltoall", _gather, True, "alltoall_perf", "build_alltoall", direct=True),
+    "broadcast": CollectiveSpec("broadcast", _one, False, "broadcast_perf", "build_broadcast", direct=True),
+    "reduce": CollectiveSpec("reduce", _one, False, "reduce_perf", "build_reduce"),
+    "sendrecv": CollectiveSpec("sendrecv", _one, False, "sendrecv_perf", "build_sendrecv"),
 }
 
 PATTERNS: dict[str, CollectiveSpec] = {
-    "p2p": CollectiveSpec("p2p", _one, False, None),
-    "ps_central": CollectiveSpec("ps_central", None, False, None),
-    "ps_sharded": CollectiveSpec("ps_sharded", None, True, None),
+    "p2p": CollectiveSpec("p2p", _one, False, None, "build_p2p", blocking_only=True),
+    "ps_central": CollectiveSpec("ps_central", None, False, None, "build_ps_central", blocking_only=True),
+    "ps_sharded": CollectiveSpec("ps_sharded", None, True, None, "build_ps_sharded", blocking_only=True),
 }
 
 ALL = {**COLLECTIVES, **PATTERNS}
@@ -62,6 +72,11 @@ ALL = {**COLLECTIVES, **PATTERNS}
 
 def collective_spec(name: str) -> CollectiveSpec:
     return ALL[name]
+
+
+def collective_of_binary() -> dict[str, str]:
+    """nccl-tests binary -> collective, for every row that nccl-tests can measure."""
+    return {spec.nccl_tests_binary: spec.name for spec in ALL.values() if spec.nccl_tests_binary}
 
 
 def bandwidths(name: str, size_bytes: int, time_us: float, ranks: int) -> tuple[float, Optional[float]]:

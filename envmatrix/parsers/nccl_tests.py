@@ -92,18 +92,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-COLLECTIVE_OF_BINARY = {
-    "all_reduce_perf": "allreduce",
-    "all_gather_perf": "allgather",
-    "alltoall_perf": "alltoall",
-    "reduce_scatter_perf": "reduce_scatter",
-    "broadcast_perf": "broadcast",
-    "reduce_perf": "reduce",
-    "sendrecv_perf": "sendrecv",
-    "gather_perf": "gather",
-    "scatter_perf": "scatter",
-    "hypercube_perf": "hypercube",
-}
+from envmatrix.bench.formulas import collective_of_binary
+
+# gather_perf, scatter_perf, hypercube_perf, alltoallv_perf have no row in the
+# collectives table (nothing in envmatrix benches them): collective_of() names them by stripping ``_perf``.
+COLLECTIVE_OF_BINARY = collective_of_binary()
 
 SOURCE = "nccl-tests"
 

@@ -13,7 +13,7 @@ import time
 import warnings
 from typing import Any, Callable
 
-from envmatrix.bench.formulas import collective_spec
+from envmatrix.bench.formulas import ALL, collective_spec
 from envmatrix.bench.sizes import aligned_count
 from envmatrix.bench.timing import check_timing
 
@@ -43,7 +43,7 @@ class BenchContext:
 Builder = Callable[[BenchContext, int], tuple[Callable[[], None], Callable[[], int]]]
 
 
-def _allreduce(c: BenchContext, count: int):
+def build_allreduce(c: BenchContext, count: int):
     buf = c.pattern(count, c.rank)
     # direct launches are out of place, like nccl-tests' out-of-place column; torch's all_reduce is in place
     out = c.torch.empty_like(buf) if c.direct is not None else buf
@@ -65,7 +65,7 @@ def _allreduce(c: BenchContext, count: int):
     return run, check
 
 
-def _allgather(c: BenchContext, count: int):
+def build_allgather(c: BenchContext, count: int):
     chunk = count // c.world
     send, recv = c.pattern(chunk, c.rank), c.torch.empty(count, dtype=c.dtype, device=c.device)
 
@@ -86,7 +86,7 @@ def _allgather(c: BenchContext, count: int):
     return run, check
 
 
-def _reduce_scatter(c: BenchContext, count: int):
+def build_reduce_scatter(c: BenchContext, count: int):
     chunk = count // c.world
     send, recv = c.pattern(count, c.rank), c.torch.empty(chunk, dtype=c.dtype, device=c.device)
 
@@ -107,7 +107,7 @@ def _reduce_scatter(c: BenchContext, count: int):
     return run, check
 
 
-def _alltoall(c: BenchContext, count: int):
+def build_alltoall(c: BenchContext, count: int):
     chunk = count // c.world
 
     def chunks_of(rank: int):
@@ -132,7 +132,7 @@ def _alltoall(c: BenchContext, count: int):
     return run, check
 
 
-def _broadcast(c: BenchContext, count: int):
+def build_broadcast(c: BenchContext, count: int):
     buf = c.pattern(count, c.rank)
     out = c.torch.empty_like(buf) if c.direct is not None else buf  # out of place when launched directly
     launch = c.direct.broadcast(buf, out, 0) if c.direct is not None else None
@@ -152,7 +152,7 @@ def _broadcast(c: BenchContext, count: int):
     return run, check
 
 
-def _reduce(c: BenchContext, count: int):
+def build_reduce(c: BenchContext, count: int):
     buf = c.pattern(count, c.rank)
 
     def run(async_op=False):
@@ -168,7 +168,7 @@ def _reduce(c: BenchContext, count: int):
     return run, check
 
 
-def _sendrecv(c: BenchContext, count: int):
+def build_sendrecv(c: BenchContext, count: int):
     send, recv = c.pattern(count, c.rank), c.torch.empty(count, dtype=c.dtype, device=c.device)
     nxt, prv = (c.rank + 1) % c.world, (c.rank - 1) % c.world
 
@@ -194,7 +194,7 @@ def p2p_pair(world: int, ppn: int) -> tuple[int, int]:
     return 0, (ppn if world > ppn else 1)
 
 
-def _p2p(c: BenchContext, count: int):
+def build_p2p(c: BenchContext, count: int):
     src, dst = p2p_pair(c.world, c.ppn)
     buf = c.pattern(count, src) if c.rank == src else c.torch.empty(count, dtype=c.dtype, device=c.device)
 
@@ -214,7 +214,7 @@ def _p2p(c: BenchContext, count: int):
     return run, check
 
 
-def _ps_central(c: BenchContext, count: int):
+def build_ps_central(c: BenchContext, count: int):
     buf = c.pattern(count, c.rank)
 
     def run(async_op=False):
@@ -230,7 +230,7 @@ def _ps_central(c: BenchContext, count: int):
     return run, check
 
 
-def _ps_sharded(c: BenchContext, count: int):
+def build_ps_sharded(c: BenchContext, count: int):
     chunk = count // c.world
     grads = c.pattern(count, c.rank)
     shards = c.torch.empty(count, dtype=c.dtype, device=c.device)
@@ -254,23 +254,8 @@ def _ps_sharded(c: BenchContext, count: int):
     return run, check
 
 
-BUILDERS: dict[str, Builder] = {
-    "allreduce": _allreduce,
-    "allgather": _allgather,
-    "reduce_scatter": _reduce_scatter,
-    "alltoall": _alltoall,
-    "broadcast": _broadcast,
-    "reduce": _reduce,
-    "sendrecv": _sendrecv,
-    "p2p": _p2p,
-    "ps_central": _ps_central,
-    "ps_sharded": _ps_sharded,
-}
-
-
-# Patterns with a data dependency inside (a local sum, or a send whose buffer is
-# reused) must complete each call before the next: always timed call by call.
-_BLOCKING_ONLY = ("p2p", "ps_central", "ps_sharded")
+# The collectives table names each row's builder; a row without one fails here, at import.
+BUILDERS: dict[str, Builder] = {spec.name: globals()[spec.builder] for spec in ALL.values()}
 
 
 # device-hides-launch only: a GPU-side sleep queued before the start event keeps
@@ -376,12 +361,11 @@ WINDOW_TIMERS: dict[str, Callable[[BenchContext, Callable[..., list], int], floa
 # Timings whose launches go straight into libnccl on torch's communicator when that is available (nccl_direct.py);
 # host-torch keeps torch.distributed's call path in the window on purpose.
 DIRECT_TIMINGS = ("host", "graph")
-DIRECT_COLLECTIVES = ("allreduce", "allgather", "reduce_scatter", "alltoall", "broadcast")
 
 
 def effective_timing(requested: str, collective: str) -> str:
     """The timing a row is actually measured with: dependent patterns always run call by call."""
-    return "blocking" if collective in _BLOCKING_ONLY or requested == "blocking" else requested
+    return "blocking" if ALL[collective].blocking_only or requested == "blocking" else requested
 
 
 def _barrier(c: BenchContext) -> None:
@@ -422,7 +406,7 @@ def run_bench(
                 run()
             _barrier(c)
             # builders without a direct path (reduce, p2p patterns) ignore c.direct
-            launch = "direct" if (c.direct is not None and used in DIRECT_TIMINGS and name in DIRECT_COLLECTIVES) else "torch"
+            launch = "direct" if (c.direct is not None and used in DIRECT_TIMINGS and spec.direct) else "torch"
             if used == "blocking":
                 times = _timed_blocking(c, run, iters)
                 mean = sum(times) / len(times)
