@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Side-by-side envmatrix vs nccl-tests table: medians over repeats, time ratio, pass/miss per target.
 
-Usage: python bench/fidelity_table.py GRID ENVMATRIX_GLOB NCCL_TESTS_GLOB [MODE]
-  e.g. python bench/fidelity_table.py 1x2 'fid/em_host_r*' 'fid/nt_default_r*_*.txt' "host vs default"
-ENVMATRIX_GLOB: envmatrix bench run directories (results.sqlite each); NCCL_TESTS_GLOB: nccl-tests stdout files.
+Usage: python bench/fidelity_table.py GRID MEASURED_GLOB NCCL_TESTS_GLOB [MODE]
+  e.g. python bench/fidelity_table.py 1x2 'fid/em_host_r*' 'fid/nt_mpi-default_r*_*.txt' "host vs default"
+MEASURED_GLOB: envmatrix bench run directories (results.sqlite each), or nccl-tests stdout files to compare one
+nccl-tests layout with another (-g 2 in one process vs mpirun -np 2 -g 1); NCCL_TESTS_GLOB: nccl-tests stdout files.
 Target (issue 16): median envmatrix time / median nccl-tests time within 0.95-1.05 at >= 64 KiB, 0.90-1.10 below.
 """
 
@@ -89,10 +90,17 @@ def table(grid: str, ours: Samples, theirs: Samples, mode: str = "") -> tuple[st
     return "\n".join(lines), passes, misses
 
 
+def measured_samples(pattern: str) -> tuple[Samples, set[str]]:
+    paths = glob.glob(pattern)
+    if paths and all(p.endswith(".txt") for p in paths):
+        return nccl_tests_samples(pattern), {"nccl-tests"}
+    return envmatrix_samples(pattern)
+
+
 if __name__ == "__main__":
     grid, ours_glob, theirs_glob = sys.argv[1:4]
     mode = sys.argv[4] if len(sys.argv) > 4 else ""
-    ours, timings = envmatrix_samples(ours_glob)
+    ours, timings = measured_samples(ours_glob)
     text, passes, misses = table(grid, ours, nccl_tests_samples(theirs_glob), mode)
     print(text)
-    print(f"\n{mode or 'all'}: {passes} pass, {misses} miss (envmatrix timing recorded: {', '.join(sorted(timings)) or 'none'})")
+    print(f"\n{mode or 'all'}: {passes} pass, {misses} miss (measured side's timing: {', '.join(sorted(timings)) or 'none'})")

@@ -1,18 +1,22 @@
 #!/usr/bin/env bash
-# Issue 16: envmatrix bench vs nccl-tests on 1x2 H200, same NCCL library, interleaved repeats.
-# Usage (repo root on the box, nccl-tests already built in ./.nt/nccl-tests/build against torch's NCCL):
-#   bash bench/h200x2_fidelity.sh            full: AR/AG/RS/A2A/bcast, 8 B - 1 GiB -f 8, 2 repeats, both modes
-#   QUICK=1 bash bench/h200x2_fidelity.sh    first check: allreduce 8 B - 64 MiB, both modes, 1 repeat (< 2 min)
-# Modes compared: nccl-tests default vs envmatrix --timing host; nccl-tests -G 1 vs envmatrix --timing graph;
-# once, nccl-tests default vs --timing host-torch (launches through torch.distributed instead of straight into libnccl).
-# Outputs under $OUT: fidelity_table.md, fidelity_log.txt, fidelity_raw.tar.gz (stdout files + result stores).
+# Issue 16: envmatrix bench vs nccl-tests on 1x2 H200, same NCCL library, interleaved repeats, one device call.
+# Usage (repo root on the box, carry .nt and .whl; nccl-tests source in ./.nt/nccl-tests, never committed):
+#   bash bench/h200x2_fidelity.sh            builds nccl-tests twice (MPI=0, MPI=1) unless already built, then
+#                                            AR/AG/RS/A2A/bcast, 8 B - 1 GiB -f 8, 2 repeats  (~6-7 min in all)
+#   QUICK=1 bash bench/h200x2_fidelity.sh    allreduce 8 B - 64 MiB, 1 repeat (< 2 min after the builds)
+# The fair reference is one process per GPU, as envmatrix runs: nccl-tests built with MPI=1 and run as
+# `mpirun -np 2 ... -g 1` (default and -G 1). The single-process `-g 2` build (MPI=0) is measured beside it,
+# default timing only, to show how much the reference itself moves with the process layout.
+# Every part writes its own files under $OUT as it goes, so a failed part leaves the others' outputs:
+#   $OUT/fidelity_table.md, $OUT/fidelity_log.txt, $OUT/build_mpi{0,1}.log, $OUT/raw/ (stdout files + stores).
 set -uo pipefail
 source bench/box_env.sh
 OUT=${OUT:-/tmp/fidelity_out}
-NT=${NT:-./.nt/nccl-tests/build}
-work=$(mktemp -d /tmp/fid.XXXXXX)
+SRC=${SRC:-$PWD/.nt/nccl-tests}
+raw=$OUT/raw
 log=$OUT/fidelity_log.txt
-mkdir -p "$OUT"
+mkdir -p "$raw"
+t_start=$(date +%s)
 # nccl-tests must load the very libnccl torch loads (the nvidia-nccl wheel), not the system one
 nccl_home=$(python3 -c "import nvidia.nccl as m; print(list(m.__path__)[0])") \
   || { echo "no nvidia-nccl wheel beside torch: cannot pin nccl-tests to torch's libnccl" | tee -a "$log"; exit 2; }
@@ -25,53 +29,87 @@ else
 fi
 declare -A binary=([allreduce]=all_reduce_perf [allgather]=all_gather_perf [reduce_scatter]=reduce_scatter_perf
                    [alltoall]=alltoall_perf [broadcast]=broadcast_perf)
-for c in "${colls[@]}"; do
-  [ -x "$NT/${binary[$c]}" ] || { echo "missing $NT/${binary[$c]}: build nccl-tests first" | tee -a "$log"; exit 2; }
-done
 clist=$(IFS=,; echo "${colls[*]}")
 sweep=(-b 8 -e "$max" -f 8 -n 20 -w 5)
 {
   date -u; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
   python3 -c "import torch; print('torch', torch.__version__, 'nccl', '.'.join(map(str, torch.cuda.nccl.version())))"
-  echo "libnccl: $nccl_home/lib"; env | grep -E '^(NCCL|TORCH_SYMM|NVSHMEM)_' | sort
+  echo "libnccl: $nccl_home/lib"; mpirun --version 2>&1 | head -1; env | grep -E '^(NCCL|TORCH_SYMM|NVSHMEM)_' | sort
 } >>"$log" 2>&1
 
-nccl_tests() {  # mode repeat extra-flags...
-  local mode=$1 r=$2; shift 2
+# --- build: both layouts at once, only the five binaries needed (the command that worked on this box + MPI=1)
+build() {  # mpi builddir
+  local mpi=$1 dir=$2 bins=""
+  for c in "${colls[@]}"; do bins="$bins $dir/${binary[$c]}"; done
+  local have=1; for b in $bins; do [ -x "$b" ] || have=0; done
+  [ "$have" = 1 ] && { echo "MPI=$mpi: already built in $dir" >>"$log"; return 0; }
+  ( cd "$SRC/src" && timeout 300 make -j8 MPI="$mpi" MPI_HOME=/usr/lib/x86_64-linux-gnu/openmpi BUILDDIR="$dir" \
+      NVCC_GENCODE="-gencode=arch=compute_90,code=sm_90" CUDA_HOME=/usr/local/cuda \
+      BIN_FILES_LIST="all_reduce all_gather broadcast reduce_scatter alltoall" build ) >"$OUT/build_mpi$mpi.log" 2>&1 \
+    || echo "build MPI=$mpi failed rc=$? (see build_mpi$mpi.log)" >>"$log"
+}
+NT1=$SRC/build_g2 NTM=$SRC/build_mpi
+build 0 "$NT1" & build 1 "$NTM" & wait
+echo "== builds done after $(( $(date +%s) - t_start )) s" >>"$log"
+have_g2=1 have_mpi=1
+for c in "${colls[@]}"; do
+  [ -x "$NT1/${binary[$c]}" ] || have_g2=0
+  [ -x "$NTM/${binary[$c]}" ] || have_mpi=0
+done
+[ $have_mpi = 1 ] || echo "no MPI=1 binaries: the mpirun -g 1 reference is skipped" >>"$log"
+[ $have_g2 = 1 ] || echo "no MPI=0 binaries: the -g 2 reference is skipped" >>"$log"
+
+# every rank process gets the NVLS pins and torch's libnccl explicitly (mpirun forwards only what -x names reliably)
+mpi=(mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2
+     -x LD_LIBRARY_PATH -x NCCL_NVLS_ENABLE -x TORCH_SYMM_MEM_DISABLE_MULTICAST -x NVSHMEM_DISABLE_NVLS)
+nccl_tests() {  # layout(mpi|g2) mode repeat extra-flags...
+  local layout=$1 mode=$2 r=$3; shift 3
+  [ "$layout" = mpi ] && [ $have_mpi = 0 ] && return
+  [ "$layout" = g2 ] && [ $have_g2 = 0 ] && return
   for c in "${colls[@]}"; do
-    timeout 300 "$NT/${binary[$c]}" -g 2 "${sweep[@]}" "$@" >"$work/nt_${mode}_r${r}_${binary[$c]}.txt" 2>&1 \
-      || echo "nccl-tests $c $mode r$r failed rc=$?" >>"$log"
+    local f="$raw/nt_${layout}-${mode}_r${r}_${binary[$c]}.txt"
+    if [ "$layout" = mpi ]; then
+      timeout 120 "${mpi[@]}" "$NTM/${binary[$c]}" -g 1 "${sweep[@]}" "$@" >"$f" 2>&1
+    else
+      timeout 120 "$NT1/${binary[$c]}" -g 2 "${sweep[@]}" "$@" >"$f" 2>&1
+    fi || echo "nccl-tests $layout $c $mode r$r failed rc=$?" >>"$log"
   done
 }
 envmatrix_bench() {  # timing repeat
-  timeout 400 python3 -m envmatrix bench --grid 1x2 "${sweep[@]}" -c "$clist" --timing "$1" --timeout 380 \
-    --out "$work/em_$1_r$2" >>"$log" 2>&1 || echo "envmatrix $1 r$2 rc=$?" >>"$log"
+  timeout 200 python3 -m envmatrix bench --grid 1x2 "${sweep[@]}" -c "$clist" --timing "$1" --timeout 180 \
+    --out "$raw/em_$1_r$2" >>"$log" 2>&1 || echo "envmatrix $1 r$2 rc=$?" >>"$log"
+}
+
+tables() {  # rewritten after every repeat: a later failure or timeout keeps what was measured so far
+  {
+    echo "# envmatrix vs nccl-tests, 1x2 H200 ($(date -u +%F), repeats done: $1 of $repeats, colls: $clist, 8 B - $max)"
+    echo
+    echo "nccl-tests: \`mpirun -np 2 ${binary[allreduce]} -g 1 ${sweep[*]}\` (and \`-G 1\`; MPI=1 build), \`${binary[allreduce]} -g 2 ${sweep[*]}\` (MPI=0 build);"
+    echo "envmatrix: \`envmatrix bench --grid 1x2 ${sweep[*]} -c $clist --timing host|graph\`"
+    echo
+    python3 bench/fidelity_table.py 1x2 "$raw/em_host_r*" "$raw/nt_mpi-default_r*_*.txt" "host vs mpirun -g 1 default"
+    echo
+    python3 bench/fidelity_table.py 1x2 "$raw/em_graph_r*" "$raw/nt_mpi-graph_r*_*.txt" "graph vs mpirun -g 1 -G 1"
+    echo
+    python3 bench/fidelity_table.py 1x2 "$raw/em_host_r*" "$raw/nt_g2-default_r*_*.txt" "host vs single-process -g 2 default"
+    echo
+    python3 bench/fidelity_table.py 1x2 "$raw/nt_g2-default_r*_*.txt" "$raw/nt_mpi-default_r*_*.txt" "nccl-tests -g 2 vs mpirun -g 1 (reference vs reference)"
+  } >"$OUT/fidelity_table.md" 2>>"$log"
 }
 
 # interleaved: each repeat runs every side once, alternating who goes first
 for r in $(seq 1 "$repeats"); do
   echo "== repeat $r $(date -u +%T)" >>"$log"
   if [ $((r % 2)) = 1 ]; then
-    nccl_tests default "$r"; envmatrix_bench host "$r"; nccl_tests graph "$r" -G 1; envmatrix_bench graph "$r"
-    # torch.distributed's own call path in the same window, once: what the direct launches remove
-    [ "${QUICK:-0}" = 1 ] || envmatrix_bench host-torch "$r"
+    nccl_tests mpi default "$r"; envmatrix_bench host "$r"; nccl_tests g2 default "$r"
+    nccl_tests mpi graph "$r" -G 1; envmatrix_bench graph "$r"
   else
-    envmatrix_bench graph "$r"; nccl_tests graph "$r" -G 1; envmatrix_bench host "$r"; nccl_tests default "$r"
+    envmatrix_bench graph "$r"; nccl_tests mpi graph "$r" -G 1
+    nccl_tests g2 default "$r"; envmatrix_bench host "$r"; nccl_tests mpi default "$r"
   fi
+  tables "$r"
 done
-
-{
-  echo "# envmatrix vs nccl-tests, 1x2 H200 ($(date -u +%F), ${repeats} repeat(s), colls: $clist, 8 B - $max)"
-  echo
-  echo "nccl-tests: \`${binary[allreduce]} -g 2 ${sweep[*]}\` (and \`-G 1\`); envmatrix: \`envmatrix bench --grid 1x2 ${sweep[*]} -c $clist --timing host|graph\`"
-  echo
-  python3 bench/fidelity_table.py 1x2 "$work/em_host_r*" "$work/nt_default_r*_*.txt" "host vs default"
-  echo
-  python3 bench/fidelity_table.py 1x2 "$work/em_graph_r*" "$work/nt_graph_r*_*.txt" "graph vs -G 1"
-  echo
-  [ -d "$work/em_host-torch_r1" ] && python3 bench/fidelity_table.py 1x2 "$work/em_host-torch_r1" "$work/nt_default_r1_*.txt" "host-torch (torch.distributed call path) vs default, repeat 1"
-} >"$OUT/fidelity_table.md" 2>>"$log"
-tar -czf "$OUT/fidelity_raw.tar.gz" -C "$work" . 2>>"$log"
-echo "== done $(date -u +%T)" >>"$log"
-tail -n 40 "$OUT/fidelity_table.md"
-grep -E "pass, .* miss|failed|rc=" "$OUT/fidelity_table.md" "$log"
+echo "== done $(date -u +%T), $(( $(date +%s) - t_start )) s in all" >>"$log"
+grep -h -E "^(host|graph|nccl-tests).*: [0-9]+ pass" "$OUT/fidelity_table.md"
+grep -E "failed|rc=|skipped" "$log"
+exit 0

@@ -4,7 +4,9 @@ Each round runs every side once on the same setups (so drift in machine load
 hits all sides alike). configs/min counts the whole command's wall (driver
 start, pool warm-up included); per-config wall is each run's own duration
 (envmatrix: results.json duration_s; naive: the mpirun call).
-usage: python bench/throughput_bench.py --conf C --grid 1x2 --backend gloo --rounds 2 --out DIR [--sides pool,no_pool,naive] [--jobs auto]
+--grid takes a comma list (1x2,1x1): every round then runs every grid's sides
+in turn, so the grids are interleaved too. The summary states the config count.
+usage: python bench/throughput_bench.py --conf C --grid 1x2[,1x1] --backend gloo --rounds 2 --out DIR [--sides pool,no_pool,naive] [--jobs auto]
 """
 
 from __future__ import annotations
@@ -20,10 +22,12 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def envmatrix_side(args, side: str, rnd: int) -> dict:
-    out = os.path.join(args.out, f"{side}_r{rnd}")
-    argv = [sys.executable, "-m", "envmatrix", "sweep", f"conf={args.conf}", f"grids=[{args.grid}]", f"backend={args.backend}",
+def envmatrix_side(args, grid: str, side: str, rnd: int) -> dict:
+    out = os.path.join(args.out, f"{grid}_{side}_r{rnd}")
+    argv = [sys.executable, "-m", "envmatrix", "sweep", f"conf={args.conf}", f"grids=[{grid}]", f"backend={args.backend}",
             "--out", out, "--rerun", "--allow-unknown-vars"]
+    if args.backend == "gloo":  # the CPU stand-in runs the NCCL setups unchanged: gloo ignores their variables, knowingly
+        argv.append("--allow-ignored-vars")
     if side == "no_pool":
         argv.append("--no-pool")
     if args.jobs:
@@ -41,8 +45,8 @@ def envmatrix_side(args, side: str, rnd: int) -> dict:
             "err": done.stderr[-800:] if done.returncode else ""}
 
 
-def naive_side(args, rnd: int) -> dict:
-    nodes, ppn = (int(x) for x in args.grid.split("x"))
+def naive_side(args, grid: str, rnd: int) -> dict:
+    nodes, ppn = (int(x) for x in grid.split("x"))
     argv = [sys.executable, os.path.join(HERE, "throughput_naive_loop.py"), "--conf", args.conf, "--backend", args.backend, "--np", str(nodes * ppn)]
     done = subprocess.run(argv, capture_output=True, text=True, shell=False)
     lines = [json.loads(l) for l in done.stdout.splitlines() if l.startswith("{")]
@@ -63,21 +67,27 @@ def main() -> int:
     args = p.parse_args()
     os.makedirs(args.out, exist_ok=True)
     rows = []
+    grids, sides = args.grid.split(","), args.sides.split(",")
     with open(os.path.join(args.out, "rows.jsonl"), "a") as fh:
         for rnd in range(args.rounds):
-            for side in args.sides.split(","):
-                row = naive_side(args, rnd) if side == "naive" else envmatrix_side(args, side, rnd)
-                row.update(grid=args.grid, backend=args.backend, jobs=args.jobs)
-                rows.append(row)
-                fh.write(json.dumps(row) + "\n")
-                print(json.dumps(row), flush=True)
-    naive = [r["configs_per_min"] for r in rows if r["side"] == "naive" and r.get("configs_per_min")]
-    for side in args.sides.split(","):
-        mine = [r for r in rows if r["side"] == side]
-        cpm = statistics.median([r.get("configs_per_min") or 0 for r in mine])
-        med = statistics.median([r.get("median_wall_s") or 0 for r in mine])
-        ratio = f"{cpm / statistics.median(naive):.2f}x naive" if naive else ""
-        print(f"{args.backend} {args.grid} jobs={args.jobs or 1} {side:8s} configs/min {cpm:6.2f}  median per-config wall {med:6.2f}s  {ratio}", flush=True)
+            for grid in grids:
+                # alternate who goes first, so a warming machine does not favour one side
+                for side in sides if rnd % 2 == 0 else sides[::-1]:
+                    row = naive_side(args, grid, rnd) if side == "naive" else envmatrix_side(args, grid, side, rnd)
+                    row.update(grid=grid, backend=args.backend, jobs=args.jobs)
+                    rows.append(row)
+                    fh.write(json.dumps(row) + "\n")
+                    print(json.dumps(row), flush=True)
+    for grid in grids:
+        naive = [r["configs_per_min"] for r in rows if r["grid"] == grid and r["side"] == "naive" and r.get("configs_per_min")]
+        for side in sides:
+            mine = [r for r in rows if r["grid"] == grid and r["side"] == side]
+            cpm = statistics.median([r.get("configs_per_min") or 0 for r in mine])
+            med = statistics.median([r.get("median_wall_s") or 0 for r in mine])
+            totals = "/".join(f"{r.get('total_s', 0):.1f}" for r in mine)
+            ratio = f"{cpm / statistics.median(naive):.2f}x naive" if naive else ""
+            print(f"{args.backend} {grid} jobs={args.jobs or 1} {side:8s} {mine[0].get('configs', 0)} configs, rounds' totals {totals} s, "
+                  f"configs/min {cpm:6.2f}  median per-config wall {med:6.2f}s  {ratio}", flush=True)
     return 0
 
 

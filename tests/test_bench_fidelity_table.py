@@ -31,3 +31,13 @@ def test_reads_real_nccl_tests_stdout_out_of_place_under_envmatrix_names(tmp_pat
     found = ft.nccl_tests_samples(str(tmp_path / "nt_default_r*_*.txt"))
     assert {c for c, _ in found} == {"allreduce", "alltoall"}
     assert all(len(v) == 1 and v[0][0] > 0 and v[0][1] > 0 for v in found.values())
+
+
+def test_measured_side_may_be_another_nccl_tests_layout(tmp_path):
+    # -g 2 in one process vs mpirun -np 2 -g 1: the reference compared with itself across process layouts
+    data = pathlib.Path(__file__).parent / "data" / "nccl_tests"
+    (tmp_path / "nt_mpi-default_r1_all_reduce_perf.txt").write_text((data / "h200_all_reduce_g4.txt").read_text())
+    found, timings = ft.measured_samples(str(tmp_path / "nt_mpi-default_r*_*.txt"))
+    assert timings == {"nccl-tests"} and {c for c, _ in found} == {"allreduce"}
+    text, passes, misses = ft.table("1x2", found, ft.nccl_tests_samples(str(tmp_path / "nt_*.txt")))
+    assert misses == 0 and passes == len(found) and " 1.000 |" in text.splitlines()[2]
