@@ -51,5 +51,5 @@ def test_metrics_rows_are_stored_with_their_result(tmp_path):
 
 
 def test_unknown_scheme():
-    with pytest.raises(ConfigError, match="allowed schemes"):
+    with pytest.raises(ConfigError, match=r"unknown store URL scheme 'redis'; allowed: sqlite"):
         open_store("redis://x")

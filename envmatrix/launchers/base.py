@@ -6,9 +6,9 @@ import abc
 from dataclasses import dataclass, field
 from typing import Mapping, Optional
 
-from envmatrix.errors import ConfigError, did_you_mean
 from envmatrix.execution.processes import ProcessSpec
 from envmatrix.planning.plan import Run
+from envmatrix.registry import Registry
 
 
 @dataclass(frozen=True)
@@ -60,26 +60,10 @@ class Launcher(abc.ABC):
         """Pure: argv/env for every process of ``run``; starts nothing."""
 
 
-_REGISTRY: dict[str, type[Launcher]] = {}
-
-
-def register(cls: type[Launcher]) -> type[Launcher]:
-    existing = _REGISTRY.get(cls.name)
-    if existing is not None and existing is not cls:
-        raise ValueError(f"launcher {cls.name!r} is already registered by {existing.__qualname__}")
-    _REGISTRY[cls.name] = cls
-    return cls
-
-
-def launcher_names() -> tuple[str, ...]:
-    return tuple(sorted(_REGISTRY))
+_REGISTRY: Registry[type[Launcher]] = Registry("launcher")
+register = _REGISTRY.decorator("name")
+launcher_names = _REGISTRY.names
 
 
 def get_launcher(name: str) -> Launcher:
-    cls = _REGISTRY.get(name)
-    if cls is None:
-        raise ConfigError(
-            f"launcher: unknown launcher {name!r}{did_you_mean(name, _REGISTRY)}; "
-            f"allowed: {', '.join(launcher_names())}"
-        )
-    return cls()
+    return _REGISTRY.get(name, "launcher")()

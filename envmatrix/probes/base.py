@@ -10,6 +10,7 @@ from envmatrix.errors import ConfigError, did_you_mean
 from envmatrix.execution.processes import ProcessOutcome
 from envmatrix.planning.plan import ProbeSpec
 from envmatrix.probes.rootcause import root_cause_line, tail
+from envmatrix.registry import Registry
 from envmatrix.results import CRASH, EXIT_ERROR, LAUNCH_ERROR, PASS, TIMEOUT, PEER_KILLED, RankResult
 
 
@@ -76,23 +77,10 @@ def from_process(rank: RankResult, process: ProcessOutcome, log: str) -> RankRes
     return rank
 
 
-_REGISTRY: dict[str, type[Probe]] = {}
-
-
-def register(cls: type[Probe]) -> type[Probe]:
-    existing = _REGISTRY.get(cls.name)
-    if existing is not None and existing is not cls:
-        raise ValueError(f"probe {cls.name!r} is already registered by {existing.__qualname__}")
-    _REGISTRY[cls.name] = cls
-    return cls
-
-
-def probe_names() -> tuple[str, ...]:
-    return tuple(sorted(_REGISTRY))
+_REGISTRY: Registry[type[Probe]] = Registry("probe")
+register = _REGISTRY.decorator("name")
+probe_names = _REGISTRY.names
 
 
 def get_probe(name: str) -> Probe:
-    cls = _REGISTRY.get(name)
-    if cls is None:
-        raise ConfigError(f"probe.name: unknown probe {name!r}{did_you_mean(name, _REGISTRY)}; allowed: {', '.join(probe_names())}")
-    return cls()
+    return _REGISTRY.get(name, "probe.name")()

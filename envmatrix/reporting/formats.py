@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Callable, Sequence
+from typing import Callable, NamedTuple, Sequence
 
-from envmatrix.errors import ConfigError
+from envmatrix.registry import Registry
 from envmatrix.reporting.matrix import Matrix
 from envmatrix.results import ProbeResult
 
@@ -59,26 +59,25 @@ def render_json(matrix: Matrix, results: Sequence[ProbeResult], title: str) -> s
     return json.dumps(payload, indent=1, sort_keys=True, default=str)
 
 
-_FORMATS: dict[str, tuple[str, Callable[[Matrix, Sequence[ProbeResult], str], str]]] = {
-    "markdown": ("matrix.md", render_markdown),
-    "json": ("results.json", render_json),
-}
+class ReportFormat(NamedTuple):
+    filename: str  # written in the run directory
+    render: Callable[[Matrix, Sequence[ProbeResult], str], str]
 
 
-def format_names() -> tuple[str, ...]:
-    return tuple(_FORMATS)
+_FORMATS: Registry[ReportFormat] = Registry("report format")
+_FORMATS.add("markdown", ReportFormat("matrix.md", render_markdown))
+_FORMATS.add("json", ReportFormat("results.json", render_json))
+format_names = _FORMATS.names
 
 
-def get_format(name: str):
-    if name not in _FORMATS:
-        raise ConfigError(f"report format {name!r} unknown; allowed: {', '.join(_FORMATS)}")
-    return _FORMATS[name]
+def get_format(name: str) -> ReportFormat:
+    return _FORMATS.get(name, "report")
 
 
 def write_reports(run_dir: str, matrix: Matrix, results: Sequence[ProbeResult], title: str) -> list[str]:
     paths = []
     for name in _FORMATS:
-        filename, render = _FORMATS[name]
+        filename, render = get_format(name)
         path = os.path.join(run_dir, filename)
         tmp = f"{path}.tmp"
         with open(tmp, "w") as fh:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import abc
 from typing import Any, Iterable, Optional
 
-from envmatrix.errors import ConfigError
+from envmatrix.registry import Registry
 from envmatrix.results import ProbeResult
 
 
@@ -44,20 +44,13 @@ class ResultStore(abc.ABC):
         self.close()
 
 
-_SCHEMES: dict[str, type] = {}
+_SCHEMES: Registry[type] = Registry("store", "store URL scheme")
 
 
 def register_scheme(scheme: str):
-    def deco(cls: type) -> type:
-        _SCHEMES[scheme] = cls
-        return cls
-
-    return deco
+    return lambda cls: _SCHEMES.add(scheme, cls)
 
 
 def open_store(url: str) -> ResultStore:
     scheme = url.split(":", 1)[0] if "://" in url else "sqlite"
-    cls = _SCHEMES.get(scheme)
-    if cls is None:
-        raise ConfigError(f"store: unsupported store URL {url!r}; allowed schemes: {', '.join(sorted(_SCHEMES))}")
-    return cls.from_url(url)
+    return _SCHEMES.get(scheme, f"store {url!r}").from_url(url)

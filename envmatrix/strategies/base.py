@@ -14,6 +14,7 @@ from typing import Any, ClassVar, Mapping, Protocol, runtime_checkable
 
 from envmatrix.env.atoms import Setup, scalar_to_str
 from envmatrix.errors import ConfigError, did_you_mean
+from envmatrix.registry import Registry
 
 
 @runtime_checkable
@@ -81,33 +82,18 @@ class Strategy(ABC):
 
 # -- registry -----------------------------------------------------------------
 
-_REGISTRY: dict[str, type[Strategy]] = {}
+_REGISTRY: Registry[type[Strategy]] = Registry("strategy kind")
 
 
 def register(cls: type[Strategy]) -> type[Strategy]:
-    """Class decorator: make ``cls`` available under ``cls.kind``.
-
-    Registering the same class twice is a no-op; a different class under a kind
-    that is already taken is refused (ValueError: a programming error, not a
-    config error).
-    """
-    kind = getattr(cls, "kind", None)
-    if not isinstance(kind, str) or not kind:
-        raise ValueError(f"{cls.__qualname__}: a strategy needs a non-empty `kind` class attribute")
+    """Class decorator: make ``cls`` available under ``cls.kind``."""
     if not (isinstance(cls, type) and issubclass(cls, Strategy)):
         raise ValueError(f"{cls!r}: only Strategy subclasses can be registered")
-    existing = _REGISTRY.get(kind)
-    if existing is not None and existing is not cls:
-        raise ValueError(
-            f"strategy kind {kind!r} is already registered by "
-            f"{existing.__module__}.{existing.__qualname__}; refusing {cls.__module__}.{cls.__qualname__}"
-        )
-    _REGISTRY[kind] = cls
-    return cls
+    return _REGISTRY.add(getattr(cls, "kind", None), cls)
 
 
 def registered_kinds() -> list[str]:
-    return sorted(_REGISTRY)
+    return list(_REGISTRY.names())
 
 
 def get_strategy(kind: Any, where: str) -> Strategy:
@@ -117,12 +103,7 @@ def get_strategy(kind: Any, where: str) -> Strategy:
         raise ConfigError(f"{where}: missing `kind:`; allowed: {allowed}")
     if not isinstance(kind, str):
         raise ConfigError(f"{where}: kind {kind!r} is not a string; allowed: {allowed}")
-    cls = _REGISTRY.get(kind)
-    if cls is None:
-        raise ConfigError(
-            f"{where}: unknown strategy kind {kind!r}{did_you_mean(kind, _REGISTRY)}; allowed: {allowed}"
-        )
-    return cls()
+    return _REGISTRY.get(kind, where)()
 
 
 # -- small shared parsers -------------------------------------------------------
