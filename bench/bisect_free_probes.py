@@ -5,7 +5,7 @@ Method (CPU, no processes): conf/aws_ofi.yaml's setup "0" has 9 atoms (4 NCCL_*,
 prepends, 3 FI_*); setups 1..3 are subsets of it. For each placement of the truth (every single atom, every
 pair of atoms; and the masked kind: atom x fails at init and masks atom y), the sweep's outcome of each setup
 is what that truth gives, and the bisect of setup 0 runs `find_all_culprits` with and without those stored
-outcomes as `known` (what cli_bisect passes via driver.stored_outcomes). Counted: probes launched.
+outcomes as `known` (what cli/bisect.py passes via driver.stored_outcomes). Counted: probes launched.
 
 Usage: PYTHONPATH=$PWD python bench/bisect_free_probes.py
 """

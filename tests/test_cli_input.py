@@ -104,9 +104,9 @@ def test_conf_by_name_with_and_without_suffix_and_overrides(cli):
 
 def test_driver_never_imports_torch():
     code = (
-        "import sys; from envmatrix.cli import build_parser, _prepare; "
-        "args = build_parser().parse_args(['sweep', 'conf=aws_ofi', 'backend=gloo']); _prepare(args); "
-        "import envmatrix.sweep, envmatrix.reporting.console; "
+        "import sys; from envmatrix.cli import build_parser; from envmatrix.cli.common import prepare; "
+        "args = build_parser().parse_args(['sweep', 'conf=aws_ofi', 'backend=gloo']); prepare(args); "
+        "import envmatrix.app.sweep, envmatrix.reporting.console; "
         "assert 'torch' not in sys.modules, 'driver imported torch'"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

@@ -116,10 +116,10 @@ def test_parse_job_ids():
 def test_submit_print_through_cli_parser(capsys):
     import argparse
 
-    from envmatrix.cli_cluster import add_parsers
+    from envmatrix.cli.submit import add_parser
 
     parser = argparse.ArgumentParser()
-    add_parsers(parser.add_subparsers())
+    add_parser(parser.add_subparsers())
     args = parser.parse_args(["submit", "--nodes", "2", "--print", "--", "sweep", "conf=aws_ofi", "launcher=srun"])
     assert args.func(args) == 0
     out = capsys.readouterr().out

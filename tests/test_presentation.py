@@ -9,13 +9,13 @@ from rich.console import Console
 
 from conftest import write_conf
 
-from envmatrix.cli import LineProgress
+from envmatrix.cli.common import LineProgress
 from envmatrix.env.atoms import Atom, Setup
 from envmatrix.planning import Grid, plan_runs
 from envmatrix.probes import get_probe
 from envmatrix.reporting.console import atom_label, clip_words, eta_suffix, probe_line
 from envmatrix.reporting.matrix import build_matrix
-from envmatrix.sweep import SweepProgress
+from envmatrix.app.sweep import SweepProgress
 
 
 def test_matrix_rows_follow_the_given_grid_order_not_the_run_order():

@@ -84,13 +84,13 @@ def test_ctrl_c_stops_ranks_fast_exits_130_and_resume_completes(cli, tmp_path, l
 def test_second_ctrl_c_leaves_at_once_when_cleanup_hangs(cli, tmp_path):
     script = (
         "import sys, time\n"
-        "import envmatrix.cli as c\n"
+        "import envmatrix.cli as c, envmatrix.cli.sweep as s\n"
         "def hanging(args):\n"
         "    try:\n"
         "        print('ready', flush=True); time.sleep(600)\n"
         "    finally:\n"
         "        time.sleep(600)  # a cleanup that never ends\n"
-        "c.cmd_sweep = hanging\n"
+        "s.cmd_sweep = hanging\n"
         "sys.exit(c.main(['sweep']))\n"
     )
     proc = subprocess.Popen([sys.executable, "-c", script], cwd=REPO, env=cli.env, stdout=subprocess.PIPE,

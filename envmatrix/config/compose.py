@@ -45,16 +45,21 @@ def resolve_conf_file(value: str | None, near: Path | None = None) -> Path:
     )
 
 
+def read_utf8(path: Path, label: str, what: str = "it") -> str:
+    """A user-given file's text; non-UTF-8 bytes and unreadable files are one-line ConfigErrors naming ``label``."""
+    try:
+        return path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{label}: not UTF-8 text (byte {exc.start}); save {what} as UTF-8") from None
+    except OSError as exc:
+        raise ConfigError(f"{label}: cannot read ({exc.strerror})") from None
+
+
 def read_yaml_mapping(path: Path) -> dict[str, Any]:
     """One YAML file as a mapping; duplicate keys (e.g. a setup named twice) and non-UTF-8 text are errors."""
     from envmatrix.catalog.catalog import UniqueKeyLoader
 
-    try:
-        text = path.read_bytes().decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start}); save the config as UTF-8") from None
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read ({exc.strerror})") from None
+    text = read_utf8(path, str(path), "the config")
     try:
         data = yaml.load(text, Loader=UniqueKeyLoader)
     except yaml.YAMLError as exc:

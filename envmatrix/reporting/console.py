@@ -12,7 +12,7 @@ from rich.text import Text
 
 from envmatrix.reporting.matrix import Matrix
 from envmatrix.results import ProbeResult
-from envmatrix.sweep import SweepProgress
+from envmatrix.app.sweep import SweepProgress
 
 
 def _fmt_eta(seconds: Optional[float]) -> str:

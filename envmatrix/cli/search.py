@@ -1,6 +1,6 @@
-"""``envmatrix search`` and ``envmatrix export`` (wired by ``cli_search.add_parsers(sub)``).
+"""``envmatrix search``: the best-busbw env by Optuna ask/tell.
 
-Optuna is imported only inside these commands, so ``envmatrix sweep``/``bench``
+Optuna is imported only inside this command (and export), so ``envmatrix sweep``/``bench``
 never pay for it; the driver imports torch only for ``search.sampler=gp``
 (Optuna's GPSampler needs it).
 """
@@ -13,7 +13,7 @@ import sys
 from typing import Any, Sequence
 
 from envmatrix import paths as em_paths
-from envmatrix.errors import ConfigError, require
+from envmatrix.errors import require
 
 SEARCH_EXAMPLES = """examples:
   envmatrix search conf=search_demo                        # TPE, SQLite study in reports/runs/<name>/
@@ -23,8 +23,7 @@ SEARCH_EXAMPLES = """examples:
 """
 
 
-def add_parsers(sub: argparse._SubParsersAction) -> None:
-    """Add ``search`` and ``export`` to the envmatrix subcommands."""
+def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "search",
         help="find the best-busbw env with Optuna (ask/tell); a fleet of workers can share one study",
@@ -42,22 +41,6 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--allow-ignored-vars", action="store_true",
                    help="search even when the backend reads none of the searched variables (the result will be noise)")
     p.set_defaults(func=cmd_search)
-
-    e = sub.add_parser(
-        "export",
-        help="write the best trial of a search as shell exports, a setup YAML block and an NCCL tuner CSV",
-        description="Read a study made by envmatrix search and write best.sh, best_setup.yaml and, when the space covered "
-        "NCCL_ALGO/NCCL_PROTO/channels, tuner.csv (NVIDIA example tuner plugin format).",
-        epilog="examples:\n  envmatrix export --out reports/runs/search_demo\n"
-        "  envmatrix export --storage postgresql://user@db/envmatrix --study-name h200 --dest ./h200_best",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    e.add_argument("--out", metavar="DIR", help="the search's run directory (its study.sqlite)")
-    e.add_argument("--storage", metavar="URL", help="any Optuna storage URL instead of --out")
-    e.add_argument("--study-name", help="study to read (default: the only study in the storage)")
-    e.add_argument("--dest", metavar="DIR", help="where to write (default: <run dir>/export, or ./export with --storage)")
-    e.add_argument("--objective", type=int, default=0, help="objective index that picks the best trial (multi-objective)")
-    e.set_defaults(func=cmd_export)
 
 
 def search_overrides(overrides: Sequence[str]) -> list[str]:
@@ -96,7 +79,7 @@ def prepare_search(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def cmd_search(args: argparse.Namespace) -> int:
-    from envmatrix.cli import make_console
+    from envmatrix.cli.common import make_console
 
     console = make_console()
     ctx = prepare_search(args)
@@ -250,41 +233,4 @@ def _print_dry_run(console: Any, inp: Any, settings: Any, space: Any, objectives
     for o in objectives:
         console.print(Text(f"objective {o.name}: {o.direction} {o.metric} of {', '.join(o.collectives)} at "
                            f"{', '.join('max' if s is None else str(s) for s in o.sizes)} B"))
-    return 0
-
-
-def cmd_export(args: argparse.Namespace) -> int:
-    optuna = require("optuna", "search", "envmatrix export")
-
-    from envmatrix.search.export import write_exports
-    from envmatrix.search.study import _redact, make_storage
-
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    if not args.storage and not args.out:
-        raise ConfigError("export: give --out RUN_DIR (a search's run directory) or --storage URL")
-    if args.storage:
-        url = args.storage
-    else:
-        path = os.path.join(os.path.abspath(args.out), "study.sqlite")
-        if not os.path.isfile(path):
-            raise ConfigError(f"export: --out {args.out}: no study.sqlite there; give the run directory of an envmatrix search")
-        url = f"sqlite:///{path}"
-    storage = make_storage(url)
-    names = [s.study_name for s in optuna.study.get_all_study_summaries(storage, include_best_trial=False)]
-    name = args.study_name
-    if name is None:
-        if len(names) != 1:
-            raise ConfigError(f"export: {_redact(url)} holds {len(names)} studies; pick one with --study-name ({', '.join(names) or 'none'})")
-        name = names[0]
-    elif name not in names:
-        raise ConfigError(f"export: no study {name!r} in {_redact(url)}; allowed: {', '.join(names) or 'none'}")
-    study = optuna.load_study(study_name=name, storage=storage)
-    dest = args.dest or (os.path.join(os.path.abspath(args.out), "export") if args.out else "export")
-    paths, notes = write_exports(study, dest, args.objective)
-    for note in notes:
-        print(note)
-    for path in paths:
-        print(f"wrote {path}")
-    with open(paths[0]) as fh:
-        print(fh.read(), end="")
     return 0

@@ -30,7 +30,7 @@ examples:
 """
 
 
-def add_parsers(sub: argparse._SubParsersAction) -> None:
+def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "bisect",
         help="find every culprit atom of a failing env (and repair it), or the first bad NCCL/plugin version",
@@ -75,17 +75,13 @@ def _probe_spec(inp: Any, args: argparse.Namespace):
 def _targets(inp: Any, args: argparse.Namespace, run_dir: str, store: Any, catalog: Any) -> list[tuple[str, Any, list]]:
     """(name, grid, atoms) to bisect."""
     from envmatrix.bisect.envfile import parse_env_file
+    from envmatrix.config.compose import read_utf8
     from envmatrix.env.atoms import Atom, Setup
     from envmatrix.planning.grid import parse_grid
 
     if args.env_file:
         path = Path(args.env_file)
-        try:
-            text = path.read_bytes().decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise ConfigError(f"--env-file {path}: not UTF-8 text (byte {exc.start}); save it as UTF-8") from None
-        except OSError as exc:
-            raise ConfigError(f"--env-file {path}: cannot read ({exc.strerror})") from None
+        text = read_utf8(path, f"--env-file {path}")
         atoms = list(parse_env_file(text, dict(os.environ), where=str(path)))
         if not atoms:
             raise ConfigError(f"--env-file {path}: no variable assignments in it, so nothing to bisect; "
@@ -116,7 +112,7 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     from envmatrix.bisect.driver import ProbeContext, bisect_env
     from envmatrix.bisect.report import render_markdown
     from envmatrix.catalog import load_catalog
-    from envmatrix.cli import _prepare, make_console
+    from envmatrix.cli.common import make_console, prepare
     from envmatrix.hostinfo import host_facts
     from envmatrix.store import open_store
 
@@ -129,7 +125,7 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     if grid and not any(o.startswith("grids=") for o in args.overrides):
         # Only the grid being bisected has to fit this host, not every grid of the config.
         args.overrides = [*args.overrides, f"grids=[{grid}]"]
-    inp, gpus, pins = _prepare(args)
+    inp, gpus, pins = prepare(args)
     catalog = load_catalog()
     probe = _probe_spec(inp, args)
     baseline: list = []
@@ -142,7 +138,7 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     if args.failing and not os.path.exists(os.path.join(run_dir, "results.sqlite")):
         raise ConfigError(f"--failing {args.failing}: no store at {run_dir}/results.sqlite; run `envmatrix sweep` for this config first or pass --out")
     if args.versions or args.versions_file:
-        from envmatrix.cli_bisect_versions import run_version_bisect
+        from envmatrix.cli.bisect_versions import run_version_bisect
 
         from envmatrix.reporting.html import after_command
 

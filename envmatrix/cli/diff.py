@@ -1,4 +1,4 @@
-"""``envmatrix report RUN_DIR`` (self-contained HTML) and ``envmatrix diff RUN_A RUN_B`` (the upgrade gate)."""
+"""``envmatrix diff RUN_A RUN_B``: cells that flipped and busbw drops between two runs (the upgrade gate)."""
 
 from __future__ import annotations
 
@@ -9,20 +9,7 @@ import os
 from envmatrix.errors import EXIT_FAILURES, EXIT_OK
 
 
-def add_parsers(sub: argparse._SubParsersAction) -> None:
-    r = sub.add_parser(
-        "report",
-        help="write one self-contained HTML report (matrix heatmap, busbw curves, bisect trail, search plots) of a run directory",
-        description="Render everything a run directory holds (sweep/bench results, bisect reports, a search study) into one "
-        "HTML file with inline SVG plots: no network is needed to view it.",
-        epilog="examples:\n  envmatrix report reports/runs/aws_ofi\n  envmatrix report reports/runs/bench -o /tmp/bench.html",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    r.add_argument("run_dir", metavar="RUN_DIR", help="the --out directory of a sweep, bench, bisect or search")
-    r.add_argument("-o", "--output", metavar="PATH", help="where to write (default: RUN_DIR/report.html)")
-    r.add_argument("--title", help="page title (default: the run directory's name)")
-    r.set_defaults(func=cmd_report)
-
+def add_parser(sub: argparse._SubParsersAction) -> None:
     d = sub.add_parser(
         "diff",
         help="compare two runs: cells that flipped pass<->fail and busbw drops; exit 1 on any regression",
@@ -38,13 +25,6 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     d.add_argument("--busbw-drop", default="5%", metavar="PCT", help="busbw drop that counts as a regression (default 5%%)")
     d.add_argument("--json", action="store_true", help="print the comparison as JSON instead of text")
     d.set_defaults(func=cmd_diff)
-
-
-def cmd_report(args: argparse.Namespace) -> int:
-    from envmatrix.reporting.html import write_html_report
-
-    print(f"html report: {write_html_report(args.run_dir, args.output, args.title)}")
-    return EXIT_OK
 
 
 def cmd_diff(args: argparse.Namespace) -> int:

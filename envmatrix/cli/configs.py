@@ -6,7 +6,7 @@ import argparse
 import json
 
 
-def add_parsers(sub: argparse._SubParsersAction) -> None:
+def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "configs",
         help="list the bundled configs (conf=NAME) with their description and path",

@@ -20,7 +20,7 @@ class SubmitError(EnvmatrixError):
     exit_code = 1
 
 
-def add_parsers(subparsers: argparse._SubParsersAction) -> None:
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "submit",
         help="render a batch script (sbatch, PBS qsub) that runs a sweep/bisect/search in an allocation",

@@ -1,0 +1,94 @@
+"""The command line: ``envmatrix COMMAND [flags] [hydra overrides]``; ``main`` and the command registry.
+
+Each command is one module of this package with ``add_parser(sub)`` (its flags, ``set_defaults(func=...)``).
+Errors are one line, with the exit codes below; ``--debug`` shows the traceback. Nothing outside this
+package imports it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import shlex
+import signal
+import sys
+import traceback
+from typing import Optional, Sequence
+
+from envmatrix.errors import EXIT_INTERRUPTED, EnvmatrixError
+
+EXIT_CODES = """exit codes (the same for sweep, bench, bisect, search, diff):
+  0    all passed / nothing to do
+  1    failures found: cells failed, culprits named, regressions
+  2    usage or bad input: nothing launched or written
+  3    inconclusive: flaky, probe budget spent, unresolved
+  130  interrupted (Ctrl-C); completed results stay in the store
+"""
+
+# The registry: one module per command, in the order `envmatrix --help` lists them.
+COMMANDS = ("sweep", "bench", "bisect", "search", "export", "submit", "report", "diff", "configs")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="envmatrix", description="NCCL environment-configuration fuzzer and regression bisector.")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    for name in COMMANDS:
+        importlib.import_module(f"{__name__}.{name}").add_parser(sub)
+    for p in sub.choices.values():
+        # Global flags work after the subcommand too; SUPPRESS keeps a top-level --debug from being reset.
+        p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks")
+        p.epilog = f"{p.epilog.rstrip()}\n\n{EXIT_CODES}" if p.epilog else EXIT_CODES
+        p.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.epilog = EXIT_CODES
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    return parser
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    # Overrides may sit on both sides of flags (argparse takes one block of positionals).
+    stray = [item for item in extra if item.startswith("-") or "=" not in item or not hasattr(args, "overrides")]
+    if stray:
+        parser.error(f"unrecognized arguments: {' '.join(stray)}")
+    if extra:
+        args.overrides = [*args.overrides, *extra]
+    words = list(sys.argv[1:] if argv is None else argv)
+    args.command_line = shlex.join(["envmatrix", *words])
+    previous = _on_sigint(_first_interrupt)
+    try:
+        return args.func(args)
+    except EnvmatrixError as exc:
+        if args.debug:
+            traceback.print_exc()
+        print(f"envmatrix: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        # --rerun would measure everything again; resuming means the same command without it.
+        resume = shlex.join(["envmatrix", *(w for w in words if w != "--rerun")])
+        print(f"envmatrix: interrupted; finished runs are in the store, resume with: {resume}", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    finally:
+        _on_sigint(previous)
+
+
+def _first_interrupt(signum, frame):
+    # The unwinding that follows kills the ranks' process groups; if it hangs, a second Ctrl-C
+    # leaves at once (ranks die with us through PR_SET_PDEATHSIG, the store is transactional).
+    _on_sigint(_second_interrupt)
+    raise KeyboardInterrupt
+
+
+def _second_interrupt(signum, frame):
+    os.write(2, b"envmatrix: interrupted again; leaving now\n")
+    os._exit(EXIT_INTERRUPTED)
+
+
+def _on_sigint(handler):
+    try:
+        return signal.signal(signal.SIGINT, handler)
+    except (ValueError, TypeError):  # not the main thread, or no handler to restore
+        return None
