@@ -24,22 +24,7 @@ def _result(key, outcome="pass", metrics=()):
     )
 
 
-def test_put_resume_and_attempts(tmp_path):
-    path = tmp_path / "r.sqlite"
-    with open_store(f"sqlite:///{path}") as store:
-        store.open_sweep("s1", {"x": 1})
-        store.open_sweep("s1", {"x": 1})
-        assert store.put(_result("a")) == 1
-        assert store.put(_result("b", "init_error")) == 1
-        assert store.completed_keys(["a", "b", "c"]) == {"a", "b"}
-        assert store.put(_result("a", "timeout")) == 2
-        latest = {r.run_key: r for r in store.latest(sweep_id="s1")}
-        assert latest["a"].outcome == "timeout" and latest["b"].outcome == "init_error"
-        assert latest["a"].ranks[0].env == {"NCCL_ALGO": "Ring"} and latest["a"].duration_s == 1.5
-        assert store.count() == 3 and store.count("a") == 2
-        assert [s["id"] for s in store.sweeps()] == ["s1"]
-    with sqlite3.connect(path) as db:
-        assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+# put / resume / attempts / atomicity / readers / corrupt files: tests/contracts/test_store_contract.py
 
 
 def test_metrics_rows_are_stored_with_their_result(tmp_path):
