@@ -57,6 +57,13 @@ class RankResult:
     env: dict[str, str] = field(default_factory=dict)  # NCCL_*/FI_*/LD_*... the rank saw
     versions: dict[str, Any] = field(default_factory=dict)
     device: Optional[str] = None
+    # Where the rank ran (probes.identity.host_identity); node/local_rank above are its place in the grid.
+    hostname: Optional[str] = None
+    gpu_uuid: Optional[str] = None  # "GPU-..." or "cpu"
+    pci_bus_id: Optional[str] = None  # "00000000:19:00.0" or "cpu"
+    nic: Optional[str] = None  # interface/device the rank's traffic used
+    nic_source: Optional[str] = None  # "NET/Socket", "NET/IB" (NCCL's log) or how the rendezvous one was found
+    progress: dict[str, Any] = field(default_factory=dict)  # last collective entered: {collective, seq, since}
     timings: dict[str, float] = field(default_factory=dict)
     checks: list[dict[str, Any]] = field(default_factory=list)
     bench: list[dict[str, Any]] = field(default_factory=list)  # this rank's timings per (collective, size)
@@ -85,6 +92,7 @@ class ProbeResult:
     # argv of every process the launcher started (mpirun/srun: one; local: one per rank), so a cell can be re-run by hand
     argv: list[list[str]] = field(default_factory=list)
     sweep_id: Optional[str] = None
+    hang: dict[str, Any] = field(default_factory=dict)  # timeout diagnosis (execution.hang): line, per-rank stacks
 
     @property
     def passed(self) -> bool:

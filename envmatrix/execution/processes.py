@@ -127,19 +127,30 @@ def _kill_session(sid: int) -> None:
             continue
 
 
+def send_signal(pids: Sequence[int], sig: int) -> None:
+    """``sig`` to each process itself (not its group: a launcher forwards it to its ranks)."""
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
 def run_group(
     specs: Sequence[ProcessSpec],
     timeout_s: float,
     grace_s: float = 5.0,
     poll_s: float = 0.05,
     start: Optional[Callable[[ProcessSpec, Any], Any]] = None,
+    on_timeout: Optional[Callable[[list[int]], None]] = None,
 ) -> list[ProcessOutcome]:
     """Start all specs, wait, and return one outcome per spec.
 
     The first non-zero exit starts a grace period; then the rest are killed
     (``peer_failure``), because their peers will never answer. At the
-    deadline everything still running is killed (``timeout``). ``start``
-    (default Popen) may return any object with Popen's pid/poll/wait, e.g.
+    deadline everything still running is killed (``timeout``), after
+    ``on_timeout(pids still running)`` has had its say (the hang diagnosis
+    asks for stacks then). ``start`` (default Popen) may return any object with Popen's pid/poll/wait, e.g.
     a warm pool's forked child.
     """
     procs: list[Any] = []
@@ -185,6 +196,8 @@ def run_group(
             elif peer_deadline is not None and now >= peer_deadline:
                 reason = "peer_failure"
             if reason:
+                if reason == "timeout" and on_timeout is not None:
+                    on_timeout([p.pid for i, p in enumerate(procs) if outcomes[i] is None and p is not None])
                 for i, proc in enumerate(procs):
                     if outcomes[i] is None and proc is not None:
                         _killpg(proc.pid)

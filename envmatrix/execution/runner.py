@@ -11,6 +11,7 @@ from typing import Any, Mapping, Optional
 
 from envmatrix.env.atoms import Setup
 from envmatrix.env.merge import materialize
+from envmatrix.execution.hang import StackRequest, diagnose, ras_address
 from envmatrix.execution.processes import run_group
 from envmatrix.parsers.nccl_log import merge, parse_nccl_log, transport_label
 from envmatrix.launchers.base import LaunchContext, Launcher
@@ -19,7 +20,7 @@ from envmatrix.probes.base import Probe
 from envmatrix.probes.delivery import checked_names, delivery_problem
 from envmatrix.probes.outcome import verdict
 from envmatrix.probes.transport_policy import WRONG_TRANSPORT, transport_violation
-from envmatrix.results import ENV_MISMATCH, PASS, ProbeResult, RankResult
+from envmatrix.results import ENV_MISMATCH, PASS, TIMEOUT, ProbeResult, RankResult
 
 
 def free_port() -> int:
@@ -73,7 +74,12 @@ def execute(
     params = run.probe.params
     started = time.time()
     group = pool.run_group if pool is not None else run_group  # a WarmPool (execution/pool.py)
-    outcomes = group(plan.processes, timeout_s=float(params["timeout_s"]), grace_s=float(params.get("grace_s", 5.0)))
+    grace_s = float(params.get("grace_s", 5.0))
+    # NCCL's RAS listens on loopback by default: only asked when rank 0 runs on this host.
+    local = plan.intended_env and plan.intended_env[0].get("MASTER_ADDR") in ("127.0.0.1", "localhost")
+    stacks = StackRequest(workdir, [s.rank for s in plan.slots], wait_s=min(5.0, grace_s),
+                          ras_address=ras_address(plan.intended_env[0]) if run.backend == "nccl" and local else None)
+    outcomes = group(plan.processes, timeout_s=float(params["timeout_s"]), grace_s=grace_s, on_timeout=stacks)
     finished = time.time()
     outcomes = [getattr(launcher, "map_outcome", lambda o: o)(o) for o in outcomes]  # e.g. mpirun's 128+N
     ranks, logs = [], []
@@ -87,8 +93,15 @@ def execute(
     outcome, cause = verdict(ranks)
     # Env delivery proof: what each rank saw (shim's rank{R}.env.json, else the probe's echo) vs the plan.
     shim = {s.rank: _read_json(os.path.join(workdir, f"rank{s.rank}.env.json")) for s in plan.slots}
-    for rank in ranks:
+    for rank, log in zip(ranks, logs):
         rank.env = rank.env or dict((shim.get(rank.rank) or {}).get("env") or {})
+        rank.hostname = rank.hostname or (shim.get(rank.rank) or {}).get("host")
+        nic_from_nccl_log(rank, log)
+    hang: dict[str, Any] = {}
+    if stacks.fired:
+        hang = diagnose(ranks, stacks.stacks(), {r.rank: log for r, log in zip(ranks, logs)}, stacks.ras)
+        if outcome == TIMEOUT and hang.get("line"):
+            cause = {**cause, "line": hang["line"]}
     problem, first = delivery_problem(
         plan.intended_env, checked_names(run.setup.variables, pins, plan.intended_env), shim,
         {r.rank: r.env for r in ranks}, require_reports=getattr(launcher, "reports_env", False) and outcome == PASS,
@@ -118,7 +131,18 @@ def execute(
         metrics=metrics,
         nccl=nccl,
         argv=[list(proc.argv) for proc in plan.processes],
+        hang=hang,
     )
+
+
+def nic_from_nccl_log(rank: RankResult, log: str) -> None:
+    """NCCL's own choice (``NET/Socket : Using [0]eth0:...``) beats the rendezvous interface the rank saw."""
+    if "NCCL " not in log:
+        return
+    summary = parse_nccl_log(log)
+    devices = summary.net_devices.get(summary.network or "", [])
+    if devices:
+        rank.nic, rank.nic_source = ",".join(devices), f"NET/{summary.network}"
 
 
 def nccl_facts(logs: list[str]) -> dict[str, Any]:
@@ -127,7 +151,7 @@ def nccl_facts(logs: list[str]) -> dict[str, Any]:
         return {}
     summary = merge([parse_nccl_log(log) for log in logs])
     facts = summary.as_dict()
-    for bulky in ("peers", "comms"):
+    for bulky in ("peers", "comms", "tuning"):  # "algorithms" keeps what the tuning lines say, counted
         facts.pop(bulky, None)
     facts["transport"] = transport_label(summary)
     return facts

@@ -15,7 +15,9 @@ mpirun/mpiexec/srun/torchrun once per rank:
    process group and stays as its supervisor: when the launcher dies or
    signals the rank (mpirun puts ranks in their own process groups, so the
    driver's kill cannot reach them), the probe's whole group is killed; the
-   shim exits like the probe did (same code, same signal).
+   shim exits like the probe did (same code, same signal). SIGUSR1 (the
+   driver's stack-dump request at a timeout, forwarded by the launcher) is
+   passed on to the probe alone.
 
 Driver side: :class:`ShimLauncher` builds the launcher's argv purely. The
 launcher process gets the inherited env only; setup variables reach ranks
@@ -295,8 +297,15 @@ def _supervise(child: int) -> int:
         except OSError:
             pass
 
+    def forward(signum: int, _frame: Any) -> None:
+        try:
+            os.kill(child, signum)  # the probe's stack-dump request (execution.hang), the probe only
+        except OSError:
+            pass
+
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, stop)
+    signal.signal(signal.SIGUSR1, forward)
     while True:
         try:
             _, status = os.waitpid(child, 0)
@@ -340,9 +349,12 @@ def main(argv: Sequence[str]) -> int:
         return 2
     sys.stdout.flush()
     sys.stderr.flush()
+    # A stack-dump request that comes before the forwarder is installed must not kill the shim.
+    signal.signal(signal.SIGUSR1, signal.SIG_IGN)
     child = os.fork()
     if child == 0:  # the probe: its own process group, so the shim can kill it with its children
         try:
+            signal.signal(signal.SIGUSR1, signal.SIG_DFL)
             os.setpgid(0, 0)
             _pdeathsig(signal.SIGKILL)
             os.dup2(log, 1)

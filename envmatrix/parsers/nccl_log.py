@@ -36,6 +36,12 @@ Message formats matched (NCCL 2.28 sources given where they come from):
   ``NET/Plugin: Loaded net plugin X (v8)`` / ``NET/Plugin : No plugin found`` too.
 * ``NCCL_X set by environment to Y`` (a trailing ``.`` after integers dropped,
   misc/param.cc) and ``NCCL_X set to Y``.
+* ``NET/Socket : Using [0]eth0:10.0.0.1<0> [1]...`` and ``NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/RoCE ...``
+  (transport/net_socket.cc, net_ib.cc): the devices each network uses (``NET/IB : Using [RO]; OOB ...``
+  names none).
+* TUNING (NCCL_DEBUG_SUBSYS includes TUNING; rank 0 only, enqueue.cc):
+  ``AllReduce: 4194304 Bytes -> Algo RING proto SIMPLE channel{Lo..Hi}={0..31}`` (2.28 may append
+  `` comm 0x..``): the algorithm and protocol each collective ran with.
 * torch's ``Last error:`` followed by the message on the next line, and the
   ``ncclInvalidUsage: ...`` result-code line.
 """
@@ -67,6 +73,16 @@ class CommInit(NamedTuple):
     local_ranks: int
     local_rank: int
     mnnvl: int
+
+
+class TuningChoice(NamedTuple):
+    """One TUNING line: what NCCL picked for one collective call."""
+
+    collective: str  # NCCL's name: "AllReduce"
+    size_bytes: int
+    algorithm: str  # "RING", "TREE", "NVLS", "PAT", ...
+    protocol: str  # "LL", "LL128", "SIMPLE"
+    channels: tuple[int, int]
 
 
 @dataclass
@@ -102,6 +118,8 @@ class NcclLogSummary:
     last_error: Optional[str] = None  # the line after torch's "Last error:"
     nccl_error: Optional[str] = None  # "ncclInvalidUsage", ... from torch's error text
     env_lines: dict[str, str] = field(default_factory=dict)  # NCCL_X -> value NCCL reported
+    net_devices: dict[str, list[str]] = field(default_factory=dict)  # {"Socket": ["eth0"], "IB": ["mlx5_0:1"]}
+    tuning: list[TuningChoice] = field(default_factory=list)  # one per TUNING line, in order
     nccl_lines: int = 0  # NCCL INFO/WARN lines seen
 
     def as_dict(self) -> dict[str, Any]:
@@ -109,6 +127,8 @@ class NcclLogSummary:
         d = asdict(self)
         d["peers"] = [list(p) for p in self.peers]
         d["comms"] = [list(c) for c in self.comms]
+        d["tuning"] = [list(t) for t in self.tuning]
+        d["algorithms"] = algorithms_used(self.tuning)
         return d
 
 
@@ -133,6 +153,9 @@ _PEER = re.compile(
     r"(?: \[(send|receive)\])? via (\S.*?)\s*$"
 )
 _COLLNET = re.compile(r"^CollNet (\d+)/\d+ : (\d+) \[(send|receive)\] via (COLLNET/.+?)\s*$")
+_NET_USING = re.compile(r"^NET/(\w+) ?: Using (.*)$")
+_NET_DEVICE = re.compile(r"\[\d+\]([^\s\[;]+)")
+_TUNING = re.compile(r"^(\w+): (\d+) Bytes -> Algo (\w+) proto (\w+) channel\{Lo\.\.Hi\}=\{(\d+)\.\.(\d+)\}")
 _ENV = re.compile(r"^(NCCL_[A-Z0-9_]+) set (?:by environment )?to (.*?)\s*$")
 _NET_FROM_LABEL = re.compile(r"^(.+?)/\d+(?:\(\d+\))?(?:/|\(|$)")
 
@@ -292,6 +315,16 @@ def parse_nccl_log(text: str) -> NcclLogSummary:
                 s.coll_channels, s.collnet_channels, s.nvls_channels = g[0], g[1], g[2]
                 s.p2p_channels, s.p2p_channels_per_peer = g[3], g[4]
             continue
+        m = _TUNING.match(msg)
+        if m:
+            s.tuning.append(TuningChoice(m.group(1), int(m.group(2)), m.group(3), m.group(4), (int(m.group(5)), int(m.group(6)))))
+            continue
+        m = _NET_USING.match(msg)
+        if m:
+            devices = [_device_name(m.group(1), d) for d in _NET_DEVICE.findall(m.group(2))]
+            if devices:
+                s.net_devices.setdefault(m.group(1), devices)
+            continue
         m = _ENV.match(msg)
         if m:
             value = m.group(2)
@@ -315,6 +348,22 @@ def parse_nccl_log(text: str) -> NcclLogSummary:
     if no_net_plugin and s.net_plugin_loaded is None:
         s.net_plugin_loaded = False
     return s
+
+
+def _device_name(network: str, raw: str) -> str:
+    """``lo:127.0.0.1<0>`` -> ``lo``; ``mlx5_0:1/IB`` -> ``mlx5_0:1`` (device and port)."""
+    raw = raw.split("<", 1)[0]
+    return raw.split(":", 1)[0] if network == "Socket" else raw.split("/", 1)[0]
+
+
+def algorithms_used(tuning: Sequence[TuningChoice]) -> dict[str, dict[str, int]]:
+    """{"AllReduce": {"RING/SIMPLE": 12, "TREE/LL": 3}}: how often each algorithm/protocol ran per collective."""
+    found: dict[str, dict[str, int]] = {}
+    for t in tuning:
+        key = f"{t.algorithm}/{t.protocol}"
+        per = found.setdefault(t.collective, {})
+        per[key] = per.get(key, 0) + 1
+    return found
 
 
 def _plugin_line(s: NcclLogSummary, msg: str) -> None:
@@ -389,6 +438,9 @@ def merge(summaries: Sequence[NcclLogSummary]) -> NcclLogSummary:
             out.transport_details[k] = out.transport_details.get(k, 0) + v
         out.peers.extend(s.peers)
         out.comms.extend(s.comms)
+        out.tuning.extend(s.tuning)
+        for k, v in s.net_devices.items():
+            out.net_devices.setdefault(k, v)
         for w in s.warnings:
             _add_unique(out.warnings, w)
         for p in s.net_plugins_initialized:

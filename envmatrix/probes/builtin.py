@@ -84,6 +84,8 @@ class BuiltinProbe(Probe):
         "nccl_debug": None,  # e.g. INFO: capture NCCL's log per rank (transports, plugin, warnings)
         "nccl_debug_subsys": "INIT,NET",
         "forbid_transport": [],  # e.g. [NET]: fail when NCCL's log shows traffic on such a transport
+        "nccl_dump_topology": False,  # NCCL_TOPO_DUMP_FILE / NCCL_GRAPH_DUMP_FILE into the run dir (nccl backend)
+        "stall": None,  # fault injection: {rank: R, seq: N} -> rank R stops before its Nth collective (a hang)
     }
 
     def normalize(self, params: dict[str, Any], where: str, backend: str) -> dict[str, Any]:
@@ -98,6 +100,13 @@ class BuiltinProbe(Probe):
             raise ConfigError(f"{where}.nccl_debug: {level!r} not allowed; allowed: {', '.join(NCCL_DEBUG_LEVELS)} or null")
         params["nccl_debug"] = None if level is None else str(level).upper()
         params["forbid_transport"] = [str(t) for t in (params.get("forbid_transport") or [])]
+        stall = params.get("stall")
+        if stall is not None and not (isinstance(stall, dict) and set(stall) == {"rank", "seq"}
+                                      and all(isinstance(v, int) and not isinstance(v, bool) for v in stall.values())
+                                      and stall["rank"] >= 0 and stall["seq"] >= 1):
+            raise ConfigError(f"{where}.stall: {stall!r} not allowed; allowed: null or {{rank: R >= 0, seq: N >= 1}}")
+        if not isinstance(params.get("nccl_dump_topology"), bool):
+            raise ConfigError(f"{where}.nccl_dump_topology: {params.get('nccl_dump_topology')!r} not allowed; allowed: true, false")
         if params["forbid_transport"] and not params["nccl_debug"]:
             params["nccl_debug"] = "INFO"  # the policy is checked on NCCL's own log
         return super().normalize(params, where, backend)
@@ -111,7 +120,8 @@ class BuiltinProbe(Probe):
     def interpret(self, rank: RankResult, process: ProcessOutcome, report: Optional[dict[str, Any]], log: str) -> RankResult:
         if report:
             rank.phase = report.get("phase")
-            for key in ("env", "versions", "device", "timings", "checks", "bench"):
+            for key in ("env", "versions", "device", "timings", "checks", "bench", "progress",
+                        "hostname", "gpu_uuid", "pci_bus_id", "nic", "nic_source"):
                 if report.get(key) is not None:
                     setattr(rank, key, report[key])
         from_process(rank, process, log)

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import socket
 from dataclasses import dataclass
-from typing import Iterable, Mapping, Optional
+from typing import Any, Iterable, Mapping, Optional
 
 # (rank, world, local rank) variables per launcher family, most specific first.
 _FAMILIES = (
@@ -92,3 +93,58 @@ def echoed_env(env: Mapping[str, str], extra: Iterable[str] = ()) -> dict[str, s
     """The slice of a rank's env that can change communication (and no secrets), plus ``extra`` names."""
     wanted = set(extra)
     return {k: v for k, v in sorted(env.items()) if is_echoed(k) or k in wanted}
+
+
+# ----------------------------------------------------------------------------- where a rank runs (rank side)
+
+
+def gpu_identity(torch: Any, device: Any) -> tuple[str, str]:
+    """(GPU UUID, PCI bus id) of ``device``, or ("cpu", "cpu") for a CPU rank; torch is passed in
+    so the driver never imports it."""
+    if getattr(device, "type", "cpu") != "cuda":
+        return "cpu", "cpu"
+    props = torch.cuda.get_device_properties(device)
+    uuid = str(getattr(props, "uuid", "") or "") or "unknown"
+    if uuid != "unknown" and not uuid.startswith("GPU-"):
+        uuid = f"GPU-{uuid}"  # nvidia-smi's spelling, so the two can be matched
+    domain, bus, dev = (getattr(props, f"pci_{k}_id", None) for k in ("domain", "bus", "device"))
+    pci = f"{domain:08x}:{bus:02x}:{dev:02x}.0" if None not in (domain, bus, dev) else "unknown"
+    return uuid, pci
+
+
+def interface_of_address(address: str) -> Optional[str]:
+    """Name of the local interface that holds IPv4 ``address`` (SIOCGIFADDR per interface)."""
+    import fcntl
+    import struct
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        for _, name in socket.if_nameindex():
+            try:
+                packed = fcntl.ioctl(sock.fileno(), 0x8915, struct.pack("256s", name.encode()[:15]))  # SIOCGIFADDR
+            except OSError:
+                continue
+            if socket.inet_ntoa(packed[20:24]) == address:
+                return name
+    return None
+
+
+def rendezvous_interface(env: Mapping[str, str]) -> tuple[Optional[str], str]:
+    """(interface, how it was found): GLOO_SOCKET_IFNAME when set, else the one routing to MASTER_ADDR."""
+    named = (env.get("GLOO_SOCKET_IFNAME") or "").split(",")[0].strip()
+    if named:
+        return named, "GLOO_SOCKET_IFNAME"
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+            # connect() on UDP only picks the route and source address; nothing is sent.
+            sock.connect((socket.gethostbyname(env.get("MASTER_ADDR") or "127.0.0.1"), 9))
+            local = sock.getsockname()[0]
+    except OSError:
+        return None, "route to MASTER_ADDR"
+    return interface_of_address(local), "route to MASTER_ADDR"
+
+
+def host_identity(env: Mapping[str, str], torch: Any = None, device: Any = None) -> dict[str, Optional[str]]:
+    """What a rank records about where it ran (RankResult's hostname/gpu_uuid/pci_bus_id/nic)."""
+    uuid, pci = gpu_identity(torch, device) if torch is not None else ("cpu", "cpu")
+    nic, source = rendezvous_interface(env)
+    return {"hostname": socket.gethostname(), "gpu_uuid": uuid, "pci_bus_id": pci, "nic": nic, "nic_source": source}

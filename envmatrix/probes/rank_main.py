@@ -14,7 +14,7 @@ import time
 import traceback
 from typing import Any
 
-from envmatrix.probes.identity import echoed_env, rank_identity
+from envmatrix.probes.identity import echoed_env, host_identity, rank_identity
 
 WRONG_RESULT_EXIT = 3
 # "pooled" when forked from a warm pool server (envmatrix.execution.pool_server).
@@ -25,6 +25,14 @@ class Reporter:
     def __init__(self, result_dir: str, rank: int) -> None:
         self.path = os.path.join(result_dir, f"rank{rank}.json")
         self.data: dict[str, Any] = {"rank": rank, "pid": os.getpid(), "phase": "start", "timings": {}, "checks": []}
+        self.seq = 0
+
+    def enter(self, collective: str) -> int:
+        """Mark the collective this rank is about to run, so a hang names it (and its sequence number)."""
+        self.seq += 1
+        self.data["progress"] = {"collective": collective, "seq": self.seq, "since": time.time()}
+        self.flush()
+        return self.seq
 
     def phase(self, name: str, **extra: Any) -> None:
         self.data["phase"] = name
@@ -68,10 +76,32 @@ def nccl_version_of(path: str) -> str | None:
     return f"{major}.{minor}.{patch}"
 
 
-def run_checks(dist: Any, torch: Any, device: Any, world: int, rank: int, numel: int, collectives: list[str]) -> list[dict[str, Any]]:
-    """Value-checked collectives; each check counts wrong elements like nccl-tests' #wrong."""
+def install_stack_dump(result_dir: str, rank: int) -> Any:
+    """On SIGUSR1 write every thread's Python stack to rank{R}.stack: the driver asks for it before it kills a
+    hung run. faulthandler dumps from the signal handler itself, so a rank blocked inside C++ still answers."""
+    import faulthandler
+    import signal
+
+    out = open(os.path.join(result_dir, f"rank{rank}.stack"), "w")
+    faulthandler.register(signal.SIGUSR1, file=out, all_threads=True)
+    return out  # the caller keeps it open for the life of the process
+
+
+def stall_here(stall: Any, rank: int, seq: int) -> None:
+    """Fault injection (probe param ``stall``): this rank stops before collective ``seq``, as a wedged rank would."""
+    if stall and int(stall["rank"]) == rank and int(stall["seq"]) == seq:
+        while True:
+            time.sleep(3600)
+
+
+def run_checks(dist: Any, torch: Any, device: Any, world: int, rank: int, numel: int, collectives: list[str],
+               enter: Any = None) -> list[dict[str, Any]]:
+    """Value-checked collectives; each check counts wrong elements like nccl-tests' #wrong.
+    ``enter(name)`` is called before each one (the progress marker)."""
     checks = []
     for name in collectives:
+        if enter is not None:
+            enter(name)
         t0 = time.perf_counter()
         if name == "allreduce":
             buf = torch.full((numel,), float(rank + 1), device=device)
@@ -106,8 +136,14 @@ def main() -> int:
         print("envmatrix rank: no rank variables (RANK/WORLD_SIZE, OMPI_COMM_WORLD_*, PMI_*, SLURM_*) set", file=sys.stderr)
         return 2
     rank, world, local_rank = identity
-    reporter = Reporter(os.environ.get("ENVMATRIX_RESULT_DIR", "."), rank)
+    result_dir = os.environ.get("ENVMATRIX_RESULT_DIR", ".")
+    stack_file = install_stack_dump(result_dir, rank)  # noqa: F841 - must stay open
+    reporter = Reporter(result_dir, rank)
     reporter.data.update(env=echoed_env(os.environ), world=world, local_rank=local_rank)
+    if spec.get("nccl_dump_topology") and os.environ.get("ENVMATRIX_BACKEND") == "nccl":
+        # Set after the env echo, so the delivery check compares only what the launcher delivered.
+        os.environ.setdefault("NCCL_TOPO_DUMP_FILE", os.path.join(result_dir, "nccl_topo.xml"))
+        os.environ.setdefault("NCCL_GRAPH_DUMP_FILE", os.path.join(result_dir, "nccl_graph.xml"))
     started = time.perf_counter()
     try:
         reporter.phase("import")
@@ -138,6 +174,7 @@ def main() -> int:
             reporter.data["device"] = "cpu"
             dist.init_process_group("gloo", rank=rank, world_size=world, timeout=timeout)
         reporter.data["timings"]["init_s"] = time.perf_counter() - t0
+        reporter.data.update(host_identity(os.environ, torch, device))
         libs = loaded_libraries()
         versions["libraries"] = libs
         nccl_libs = [p for p in libs if os.path.basename(p).startswith("libnccl.so")]
@@ -151,7 +188,13 @@ def main() -> int:
     try:
         reporter.phase("collectives")
         t0 = time.perf_counter()
-        checks = run_checks(dist, torch, device, world, rank, int(spec.get("numel", 4096)), list(spec.get("collectives", ["allreduce"])))
+        stall = spec.get("stall")
+
+        def enter(name: str) -> None:
+            stall_here(stall, rank, reporter.enter(name))
+
+        checks = run_checks(dist, torch, device, world, rank, int(spec.get("numel", 4096)),
+                            list(spec.get("collectives", ["allreduce"])), enter)
         reporter.data["checks"] = checks
         reporter.data["timings"]["collectives_s"] = time.perf_counter() - t0
     except Exception as exc:  # noqa: BLE001

@@ -1,0 +1,278 @@
+"""Hang diagnosis: what every rank was doing when a run reached its timeout.
+
+Before the harness kills a timed-out run it sends SIGUSR1 to each launched
+process (a rank under the local launcher; mpirun/srun forward it to their
+ranks, and the shim forwards it to the probe), and each rank's faulthandler
+writes all its Python stacks to ``rank{R}.stack``. With NCCL >= 2.24 the RAS
+service of a local rank is asked for its status too (``ncclras``'s client
+protocol). :func:`diagnose` (pure) turns stacks, progress markers and NCCL log
+tails into one line such as ``rank 3 on host h2 stuck in allreduce (seq 17)``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
+
+from envmatrix.execution.processes import send_signal
+from envmatrix.probes.delivery import compress_ranks
+from envmatrix.results import RankResult
+
+STACK_SIGNAL = signal.SIGUSR1
+RAS_PORT = 28028  # NCCL_RAS_CLIENT_PORT (src/ras/ras_internal.h)
+RAS_CLIENT_PROTOCOL = 2
+NCCL_TAIL_LINES = 8
+
+# torch.distributed functions -> the collective names the probe's markers use.
+_COLLECTIVE_FUNCS = {
+    "all_reduce": "allreduce", "all_gather": "allgather", "all_gather_into_tensor": "allgather",
+    "all_to_all_single": "alltoall", "all_to_all": "alltoall", "reduce_scatter": "reducescatter",
+    "reduce_scatter_tensor": "reducescatter", "broadcast": "broadcast", "reduce": "reduce",
+    "barrier": "barrier", "send": "send", "recv": "recv", "init_process_group": "init",
+    "destroy_process_group": "destroy", "monitored_barrier": "barrier",
+}
+_FRAME = re.compile(r'^\s+File "([^"]+)", line (\d+) in (\S+)')
+_THREAD = re.compile(r"^(Current thread|Thread) (0x[0-9a-f]+)")
+
+
+@dataclass(frozen=True)
+class Frame:
+    path: str
+    line: int
+    func: str
+
+    def short(self) -> str:
+        return f"{os.path.basename(self.path)}:{self.line} in {self.func}"
+
+
+def parse_stacks(text: str) -> list[list[Frame]]:
+    """faulthandler's dump -> one frame list per thread, innermost frame first (as it prints them)."""
+    threads: list[list[Frame]] = []
+    for line in text.splitlines():
+        if _THREAD.match(line):
+            threads.append([])
+            continue
+        m = _FRAME.match(line)
+        if m and threads:
+            threads[-1].append(Frame(m.group(1), int(m.group(2)), m.group(3)))
+    return [t for t in threads if t]
+
+
+def _is_torch_distributed(frame: Frame) -> bool:
+    return "torch/distributed" in frame.path.replace(os.sep, "/")
+
+
+def where_stuck(stacks: Sequence[Sequence[Frame]]) -> tuple[Optional[str], Optional[Frame]]:
+    """(collective the rank blocks in, or None; the innermost frame outside torch of the busiest thread).
+
+    The thread that runs the probe is the one whose outermost frame is not a thread bootstrap."""
+    main = [t for t in stacks if t and t[-1].func not in ("_bootstrap", "_bootstrap_inner")] or list(stacks)
+    if not main:
+        return None, None
+    frames = main[0]
+    collective = next((_COLLECTIVE_FUNCS[f.func] for f in frames if _is_torch_distributed(f) and f.func in _COLLECTIVE_FUNCS), None)
+    own = next((f for f in frames if not _is_torch_distributed(f) and "/torch/" not in f.path), frames[0])
+    return collective, own
+
+
+def nccl_tail(log: str, lines: int = NCCL_TAIL_LINES) -> list[str]:
+    """The last NCCL lines of one rank's log."""
+    found = [line.rstrip() for line in log.splitlines() if "NCCL " in line]
+    return found[-lines:]
+
+
+@dataclass
+class RankState:
+    rank: int
+    host: str
+    alive: bool  # still running at the timeout
+    marker: Optional[str]  # collective named by the probe's progress marker
+    seq: Optional[int]
+    collective: Optional[str]  # collective the stack blocks in
+    frame: Optional[Frame]
+    has_stack: bool
+
+    def label(self) -> str:
+        name = self.collective or self.marker or "an unknown place"
+        return f"{name} (seq {self.seq})" if self.seq is not None else name
+
+
+def rank_state(rank: RankResult, stack_text: str) -> RankState:
+    collective, frame = where_stuck(parse_stacks(stack_text))
+    progress = rank.progress or {}
+    seq = progress.get("seq")
+    return RankState(rank.rank, rank.hostname or f"node{rank.node}", rank.killed_by == "timeout",
+                     progress.get("collective"), int(seq) if seq is not None else None, collective, frame, bool(stack_text.strip()))
+
+
+def _culprit(states: Sequence[RankState]) -> RankState:
+    """The rank that explains the others: one outside any collective while peers wait in one, else the one
+    furthest behind (lowest sequence number), else the lowest rank."""
+    waiting = [s for s in states if s.collective and s.collective not in ("init", "destroy")]
+    outside = [s for s in states if s.has_stack and not s.collective]
+    if waiting and outside:
+        return min(outside, key=lambda s: (s.seq if s.seq is not None else -1, s.rank))
+    return min(states, key=lambda s: (s.seq if s.seq is not None else -1, s.rank))
+
+
+def summary_line(states: Sequence[RankState]) -> Optional[str]:
+    """One line: the culprit rank, where it is stuck, and where the others wait."""
+    alive = [s for s in states if s.alive]
+    if not alive:
+        return None
+    culprit = _culprit(alive)
+    if culprit.has_stack and not culprit.collective and culprit.frame is not None:
+        head = f"rank {culprit.rank} on host {culprit.host} stuck outside any collective at {culprit.frame.short()}"
+        if culprit.marker:
+            head += f", before {culprit.label()}"
+    else:
+        head = f"rank {culprit.rank} on host {culprit.host} stuck in {culprit.label()}"
+    groups: dict[str, list[int]] = {}
+    for s in alive:
+        if s is not culprit:
+            groups.setdefault(s.label() if (s.collective or s.marker) else "an unknown place", []).append(s.rank)
+    parts = [head] + [f"rank{'s' if len(r) > 1 else ''} {compress_ranks(r)} wait in {where}" for where, r in groups.items()]
+    done = [s.rank for s in states if not s.alive]
+    if done:
+        parts.append(f"rank{'s' if len(done) > 1 else ''} {compress_ranks(done)} no longer running")
+    if not any(s.has_stack for s in alive):
+        parts.append("no rank answered the stack request")
+    return "; ".join(parts)
+
+
+def diagnose(ranks: Sequence[RankResult], stacks: Mapping[int, str], logs: Mapping[int, str],
+             ras: Optional[str] = None) -> dict[str, Any]:
+    """The ``hang`` block of a timed-out ProbeResult (pure)."""
+    states = [rank_state(r, stacks.get(r.rank, "")) for r in ranks]
+    per_rank = {}
+    for rank, state in zip(ranks, states):
+        per_rank[str(rank.rank)] = {
+            "host": state.host, "alive": state.alive, "progress": rank.progress or {},
+            "collective": state.collective, "frame": state.frame.short() if state.frame else None,
+            "stack": stacks.get(rank.rank, "")[-6000:], "nccl_tail": nccl_tail(logs.get(rank.rank, "")),
+        }
+    block: dict[str, Any] = {"line": summary_line(states), "ranks": per_rank}
+    if ras is not None:
+        block["ras"] = ras[-20000:]
+        block["ras_line"] = ras_summary(ras)
+    return block
+
+
+# ----------------------------------------------------------------------------- NCCL RAS (>= 2.24)
+
+
+def ras_address(env: Mapping[str, str]) -> tuple[str, int]:
+    """NCCL_RAS_ADDR (host:port) or NCCL's default localhost:28028."""
+    raw = (env.get("NCCL_RAS_ADDR") or "").strip()
+    if raw and ":" in raw:
+        host, _, port = raw.rpartition(":")
+        try:
+            return host.strip("[]") or "127.0.0.1", int(port)
+        except ValueError:
+            pass
+    return "127.0.0.1", RAS_PORT
+
+
+def query_ras(host: str, port: int, timeout_s: float = 3.0, connect: Callable[..., Any] = socket.create_connection) -> Optional[str]:
+    """The RAS status text (the ``ncclras`` client's exchange: CLIENT PROTOCOL, TIMEOUT, STATUS), or None
+    when nothing answers there as a RAS server would."""
+    try:
+        with connect((host, port), timeout=timeout_s) as sock:
+            sock.settimeout(timeout_s)
+            reader = sock.makefile("rb")
+            sock.sendall(f"CLIENT PROTOCOL {RAS_CLIENT_PROTOCOL}\n".encode())
+            if not reader.readline().upper().startswith(b"SERVER PROTOCOL "):
+                return None
+            sock.sendall(f"TIMEOUT {max(1, int(timeout_s))}\n".encode())
+            if reader.readline().strip().upper() != b"OK":
+                return None
+            sock.sendall(b"STATUS\n")
+            sock.settimeout(timeout_s * 2 + 2)  # the server waits up to TIMEOUT for its peers
+            return reader.read().decode(errors="replace")
+    except OSError:
+        return None
+
+
+def ras_summary(text: str) -> Optional[str]:
+    """RAS's own findings: the entries of its ``Errors`` and ``Warnings`` sections (a title underlined with
+    ``=``, src/ras/client_support.cc), one ``; `` apart; None when both are empty."""
+    lines = [ln.rstrip() for ln in text.splitlines()]
+    entries: list[str] = []
+    section = None
+    for i, line in enumerate(lines):
+        underline = lines[i + 1] if i + 1 < len(lines) else ""
+        if line.strip() and underline.strip() and set(underline.strip()) <= set("=-"):
+            section = line.strip().upper()
+            continue
+        if section not in ("ERRORS", "WARNINGS") or not line.strip() or set(line.strip()) <= set("=-"):
+            continue
+        if line.startswith((" ", "\t")) and entries:
+            entries[-1] += (": " if ":" not in entries[-1] else " ") + line.strip()
+        else:
+            entries.append(line.strip())
+    return "; ".join(entries[:6]) or None
+
+
+def nccl_at_least(version: Optional[str], major: int, minor: int) -> bool:
+    m = re.match(r"(\d+)\.(\d+)", version or "")
+    return bool(m) and (int(m.group(1)), int(m.group(2))) >= (major, minor)
+
+
+# ----------------------------------------------------------------------------- at the timeout (processes)
+
+
+class StackRequest:
+    """``run_group``'s on_timeout hook: ask every rank for its stacks and wait until the ones still
+    running have written them (or ``wait_s`` passes), then record the RAS status when asked to."""
+
+    def __init__(self, workdir: str, ranks: Iterable[int], wait_s: float = 5.0,
+                 ras_address: Optional[tuple[str, int]] = None) -> None:
+        self.workdir, self.ranks, self.wait_s, self.ras_address = workdir, tuple(ranks), wait_s, ras_address
+        self.ras: Optional[str] = None
+        self.fired = False
+
+    def path(self, rank: int) -> str:
+        return os.path.join(self.workdir, f"rank{rank}.stack")
+
+    def _answered(self) -> bool:
+        for rank in self.ranks:
+            try:
+                if os.path.getsize(self.path(rank)) > 0:
+                    continue
+            except OSError:
+                pass  # no stack file: the rank never started its probe; nothing to wait for
+            else:
+                if not self._finished(rank):
+                    return False
+        return True
+
+    def _finished(self, rank: int) -> bool:
+        try:
+            with open(os.path.join(self.workdir, f"rank{rank}.json")) as fh:
+                return '"phase": "done"' in fh.read()
+        except OSError:
+            return True
+
+    def __call__(self, pids: list[int]) -> None:
+        self.fired = True
+        send_signal(pids, STACK_SIGNAL)
+        deadline = time.monotonic() + self.wait_s
+        if self.ras_address is not None:
+            self.ras = query_ras(*self.ras_address, timeout_s=min(3.0, self.wait_s))
+        while time.monotonic() < deadline and not self._answered():
+            time.sleep(0.05)
+
+    def stacks(self) -> dict[int, str]:
+        found = {}
+        for rank in self.ranks:
+            try:
+                with open(self.path(rank), errors="replace") as fh:
+                    found[rank] = fh.read()
+            except OSError:
+                continue
+        return found

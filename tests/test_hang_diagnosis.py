@@ -1,0 +1,76 @@
+"""Hang diagnosis: real gloo ranks where one rank stops before a collective; the driver collects every
+rank's Python stack before it kills the run, and names the rank, its host and the collective."""
+
+import json
+import shutil
+
+import pytest
+
+from conftest import assert_no_processes, write_conf
+
+pytestmark = pytest.mark.slow
+
+HANG_CONF = """
+name: hang
+backend: gloo
+launcher: {launcher}
+grids: [2x2]
+setups: {{plain: {{}}}}
+probe:
+  timeout_s: {timeout}
+  collectives: [allreduce, allgather]
+  stall: {{rank: 1, seq: 2}}
+"""
+
+
+def _hang_run(cli, tmp_path, launcher, timeout):
+    conf = write_conf(tmp_path / "hang.yaml", HANG_CONF.format(launcher=launcher, timeout=timeout))
+    done = cli.run("sweep", f"conf={conf}", "--out", str(tmp_path / "o"))
+    assert done.returncode == 1, done.stderr + done.stdout
+    (result,) = json.loads((tmp_path / "o" / "results.json").read_text())["results"]
+    assert_no_processes(cli.marker)
+    return result, done.stdout
+
+
+def _check_diagnosis(result, stdout):
+    assert result["outcome"] == "timeout"
+    host = result["ranks"][1]["hostname"]
+    line = result["hang"]["line"]
+    # rank 1 stopped before its 2nd collective (allgather); the others passed allreduce and wait in allgather
+    assert line.startswith(f"rank 1 on host {host} stuck outside any collective at rank_main.py:"), line
+    assert "in stall_here, before allgather (seq 2)" in line and "ranks 0,2-3 wait in allgather (seq 2)" in line, line
+    assert result["root_cause"]["line"] == line and line in stdout
+    ranks = result["hang"]["ranks"]
+    assert set(ranks) == {"0", "1", "2", "3"}
+    for r in ("0", "2", "3"):  # a real faulthandler dump taken inside torch.distributed's all_gather
+        assert ranks[r]["collective"] == "allgather" and "in all_gather" in ranks[r]["stack"], ranks[r]
+    assert "in stall_here" in ranks["1"]["stack"] and ranks["1"]["collective"] is None
+    # the stacks were taken from live ranks: every rank was still running and was killed at the timeout after it
+    assert all(r["killed_by"] == "timeout" for r in result["ranks"]), [r["killed_by"] for r in result["ranks"]]
+
+
+def test_local_launcher_hang_names_the_stalled_rank(cli, tmp_path):
+    result, stdout = _hang_run(cli, tmp_path, "local", 30)
+    _check_diagnosis(result, stdout)
+
+
+@pytest.mark.skipif(shutil.which("mpirun") is None, reason="OpenMPI mpirun not installed (.ci/run installs openmpi-bin)")
+def test_mpirun_forwards_the_stack_request_to_its_ranks(cli, tmp_path):
+    result, stdout = _hang_run(cli, tmp_path, "mpirun", 30)
+    _check_diagnosis(result, stdout)
+
+
+def test_passing_run_records_where_each_rank_ran(cli, tmp_path):
+    conf = write_conf(tmp_path / "ok.yaml", "backend: gloo\ngrids: [2x2]\nsetups: {plain: {}}\nprobe: {timeout_s: 60, collectives: [allreduce]}\n")
+    done = cli.run("sweep", f"conf={conf}", "--out", str(tmp_path / "o"))
+    assert done.returncode == 0, done.stderr + done.stdout
+    (result,) = json.loads((tmp_path / "o" / "results.json").read_text())["results"]
+    import socket
+
+    assert [(r["node"], r["local_rank"]) for r in result["ranks"]] == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    for r in result["ranks"]:
+        assert r["hostname"] == socket.gethostname() and r["gpu_uuid"] == "cpu" and r["pci_bus_id"] == "cpu"
+        assert r["nic"] == "lo" and r["nic_source"] == "GLOO_SOCKET_IFNAME"  # the local launcher pins gloo to lo
+        assert r["progress"]["collective"] == "allreduce" and r["progress"]["seq"] == 1
+    assert result["hang"] == {}
+    assert_no_processes(cli.marker)

@@ -1,0 +1,151 @@
+"""Hang diagnosis, pure parts: faulthandler dumps (taken from a real process), the one-line summary,
+and NCCL RAS's client exchange against a loopback server that speaks its side of the protocol."""
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+from envmatrix.execution.hang import (RAS_PORT, diagnose, nccl_tail, parse_stacks, query_ras, ras_address, ras_summary,
+                                      where_stuck)
+from envmatrix.results import RankResult
+
+# A rank blocked in torch.distributed's all_reduce, as faulthandler prints it (paths as on any install).
+BLOCKED_IN_ALLREDUCE = """Thread 0x00007f2a1c5fe6c0 (most recent call first):
+  File "/usr/lib/python3.11/threading.py", line 331 in wait
+  File "/usr/lib/python3.11/threading.py", line 1002 in _bootstrap
+
+Current thread 0x00007f2a2d0a1740 (most recent call first):
+  File "/venv/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py", line 2806 in all_reduce
+  File "/venv/lib/python3.11/site-packages/torch/distributed/c10d_logger.py", line 81 in wrapper
+  File "/src/envmatrix/probes/rank_main.py", line 108 in run_checks
+  File "/src/envmatrix/probes/rank_main.py", line 196 in main
+  File "<frozen runpy>", line 88 in _run_code
+"""
+
+
+def test_real_faulthandler_dump_is_parsed(tmp_path):
+    """A real process registers faulthandler on SIGUSR1 and blocks; the dump names its frames."""
+    out = tmp_path / "stack"
+    code = (
+        "import faulthandler, signal, sys, time\n"
+        f"fh = open({str(out)!r}, 'w'); faulthandler.register(signal.SIGUSR1, file=fh, all_threads=True)\n"
+        "def wedged():\n    print('ready', flush=True); time.sleep(60)\n"
+        "wedged()\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        os.kill(proc.pid, signal.SIGUSR1)
+        deadline = time.time() + 20
+        while time.time() < deadline and not out.read_text():
+            time.sleep(0.05)
+    finally:
+        proc.kill()
+        proc.wait()
+    threads = parse_stacks(out.read_text())
+    assert len(threads) == 1 and [f.func for f in threads[0]] == ["wedged", "<module>"]
+    collective, frame = where_stuck(threads)
+    assert collective is None and frame.short() == "<string>:4 in wedged"  # line 4: the sleep inside wedged()
+
+
+def test_collective_found_under_torch_frames():
+    collective, frame = where_stuck(parse_stacks(BLOCKED_IN_ALLREDUCE))
+    assert collective == "allreduce" and frame.short() == "rank_main.py:108 in run_checks"
+
+
+def _rank(r, host, seq, collective="allreduce", alive=True):
+    return RankResult(rank=r, hostname=host, killed_by="timeout" if alive else None,
+                      progress={"collective": collective, "seq": seq})
+
+
+def test_laggard_rank_is_named_with_host_and_sequence():
+    ranks = [_rank(0, "h1", 17), _rank(1, "h1", 17), _rank(2, "h2", 17), _rank(3, "h2", 16)]
+    stacks = {r: BLOCKED_IN_ALLREDUCE for r in range(4)}
+    block = diagnose(ranks, stacks, {3: "x\nh2:1:1 [0] NCCL INFO last line\n"})
+    assert block["line"] == "rank 3 on host h2 stuck in allreduce (seq 16); ranks 0-2 wait in allreduce (seq 17)"
+    assert block["ranks"]["3"]["nccl_tail"] == ["h2:1:1 [0] NCCL INFO last line"]
+
+
+def test_same_place_everywhere_names_the_lowest_rank_and_finished_ranks():
+    ranks = [_rank(0, "h1", 5), _rank(1, "h1", 5, alive=False), _rank(2, "h2", 5)]
+    line = diagnose(ranks, {0: BLOCKED_IN_ALLREDUCE, 2: BLOCKED_IN_ALLREDUCE}, {})["line"]
+    assert line == "rank 0 on host h1 stuck in allreduce (seq 5); rank 2 wait in allreduce (seq 5); rank 1 no longer running"
+
+
+def test_no_stack_answered_is_said():
+    line = diagnose([_rank(0, "h1", 2), _rank(1, "h1", 2)], {}, {})["line"]
+    assert line.endswith("no rank answered the stack request") and line.startswith("rank 0 on host h1 stuck in allreduce (seq 2)")
+
+
+def test_nccl_tail_keeps_the_last_nccl_lines():
+    log = "\n".join([f"h:1:1 [0] NCCL INFO line {i}" for i in range(20)] + ["Traceback ..."])
+    assert nccl_tail(log, 3) == [f"h:1:1 [0] NCCL INFO line {i}" for i in (17, 18, 19)]
+
+
+# Shaped like the text NCCL's RAS sends after STATUS (section titles underlined, src/ras/client_support.cc).
+RAS_STATUS = """Job summary
+===========
+
+  Nodes  Processes         GPUs
+      2          4            4
+
+Errors
+======
+
+INCOMPLETE
+  Missing communicator data from 1 job process
+  Process 4242 on node 10.0.0.2 managing GPU 1
+
+Warnings
+========
+
+"""
+
+
+def test_ras_summary_reads_errors_and_warnings():
+    assert ras_summary(RAS_STATUS) == ("INCOMPLETE: Missing communicator data from 1 job process "
+                                       "Process 4242 on node 10.0.0.2 managing GPU 1")
+    assert ras_summary("Job summary\n===========\n\nErrors\n======\n\nWarnings\n========\n") is None
+
+
+def test_ras_address_default_and_override():
+    assert ras_address({}) == ("127.0.0.1", RAS_PORT)
+    assert ras_address({"NCCL_RAS_ADDR": "localhost:30001"}) == ("localhost", 30001)
+
+
+def _ras_server(replies):
+    """A loopback listener that answers as NCCL's RAS thread does (the process boundary the client crosses)."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    seen = []
+
+    def serve():
+        conn, _ = server.accept()
+        with conn, conn.makefile("rb") as reader:
+            for reply in replies:
+                seen.append(reader.readline().decode().strip())
+                conn.sendall(reply.encode())
+        server.close()
+
+    threading.Thread(target=serve, daemon=True).start()
+    return server.getsockname()[1], seen
+
+
+def test_query_ras_speaks_the_client_protocol():
+    port, seen = _ras_server(["SERVER PROTOCOL 2\n", "OK\n", RAS_STATUS])
+    assert query_ras("127.0.0.1", port, timeout_s=5) == RAS_STATUS
+    assert seen == ["CLIENT PROTOCOL 2", "TIMEOUT 5", "STATUS"]
+
+
+def test_query_ras_gives_none_when_nothing_or_something_else_answers():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        closed = probe.getsockname()[1]
+    assert query_ras("127.0.0.1", closed, timeout_s=1) is None
+    port, _ = _ras_server(["HTTP/1.1 400 Bad Request\n"])
+    assert query_ras("127.0.0.1", port, timeout_s=2) is None
