@@ -18,8 +18,16 @@ share of runs that name exactly the right culprit sets, and the probes launched
 Every kind runs through ``find_all_culprits`` (the per-signature peeling search
 the CLI runs); "2 masked (2 lines)": two single culprits, the first fails at
 init with one line and masks the second, which fails at the first collective
-with another line. ``--placement-seed`` picks the family: 0 = tuning family,
-1 = held-out family (run once, nothing changed after).
+with another line. ``--placement-seed`` picks the family: 0 = tuning family;
+1 and 7 = earlier held-out families (seen since); 1001 = the held-out family of
+the lazy-baseline search (run once, nothing changed after).
+
+Placements: each trial draws the culprit positions uniformly among the n atoms,
+which is a random atom order. Values are not simulated because the search never
+sees them: it sees atom indices and outcomes only, and a value matters only
+through the outcome of a probe, which the placement (which atoms are culprits)
+decides here. So random values with the same culprit placement give the same
+probes, and random positions cover random orders.
 
 Usage: python bench/bisect_probes.py [--trials 200] [--sizes 8,16,24,32,64]
        [--flaky-trials 200] [--flaky-sizes 16,24]

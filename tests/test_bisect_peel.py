@@ -118,6 +118,21 @@ def test_masking_with_real_probes(cli, tmp_path):
 
 
 @pytest.mark.slow
+def test_failing_baseline_with_real_probes_is_inconclusive(cli, tmp_path):
+    # the baseline is launched lazily (a passing probe would prove it); a probe that always fails makes the
+    # search launch it and stop: nothing to bisect, exit 3, no culprits
+    script = tmp_path / "probe.py"
+    script.write_text("import sys\nprint('NCCL WARN bootstrap: no route to host', flush=True)\nsys.exit(1)\n")
+    env_file = _env_file(tmp_path, random.Random(9))
+    done = cli.run("bisect", "backend=gloo", "--grid", "1x1", "--env-file", str(env_file), "--probe-cmd", f"{sys.executable} {script}",
+                   "--allow-unknown-vars", "--no-repair", "--json", str(tmp_path / "r.json"), "--out", str(tmp_path / "o"))
+    assert done.returncode == 3, done.stdout + done.stderr
+    (report,) = json.loads((tmp_path / "r.json").read_text())
+    assert report["status"] == "baseline fails" and not report["signatures"] and report["probes_launched"] <= 8
+    assert report["trail"][-1]["atoms"] == "-"  # the baseline (no atom) was launched, last
+
+
+@pytest.mark.slow
 def test_cap_exit_3_with_real_probes(cli, tmp_path):
     script = tmp_path / "probe.py"
     script.write_text(PROBE)

@@ -158,6 +158,12 @@ def test_everything_unresolved_terminates():
 
 def test_baseline_failing_and_env_passing():
     assert find_culprits(4, Oracle([[]])).method == "baseline fails"
+    # the baseline is probed lazily: a failing baseline is noticed once the search's probes keep failing
+    for n in (1, 2, 8, 24):
+        everything = Oracle([[]])
+        result = find_culprits(n, everything, certify="explain")
+        assert result.method == "baseline fails" and not result.culprits and not result.complete
+        assert frozenset() in everything.launches and len(everything.launches) <= 8
     result = find_culprits(4, Oracle([[9]]))
     assert result.method == "env passes" and not result.culprits
 
@@ -276,3 +282,16 @@ def test_importing_a_light_bisect_module_does_not_import_numpy():
 
     code = "import sys, envmatrix.bisect, envmatrix.bisect.versions; print('numpy' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "False"
+
+
+@pytest.mark.parametrize("truth", [[[5]], [[2, 9]], [[1, 4, 7]], [[3], [11]]])
+def test_a_passing_probe_proves_the_baseline_so_it_is_not_launched(truth):
+    # monotone: any set that passes proves the empty set passes; every answer's certificate holds a pass
+    oracle = Oracle(truth)
+    result = find_culprits(16, oracle, certify="explain")
+    assert sorted(map(sorted, result.culprits)) == sorted(map(sorted, truth)) and result.complete
+    assert frozenset() not in oracle.launches
+    assert any(a not in (frozenset(), frozenset(range(16))) and o == PASS for a, o in result.trail)
+    # flaky mode keeps confirming the baseline up front (no implications between noisy outcomes)
+    flaky = Oracle(truth)
+    assert find_culprits(16, flaky, repeats=3, certify="strict").culprits and frozenset() in flaky.launches

@@ -191,7 +191,8 @@ def find_all_culprits(n: int, oracle: SigOracle, *, known: Optional[dict] = None
         target = _settled(cache, frozenset(universe), repeats, FAIL)
         if target == PASS:
             return done("env passes", universe)
-        if _settled(cache, frozenset(), repeats) != PASS:
+        # exact mode: the search probes the baseline only when no passing probe has proven it (search.py)
+        if repeats > 1 and _settled(cache, frozenset(), repeats) != PASS:
             return done("baseline fails")
         while True:
             if target == PASS:
@@ -219,6 +220,8 @@ def find_all_culprits(n: int, oracle: SigOracle, *, known: Optional[dict] = None
                                 seed=seed, budget=10**9)  # the shared cache enforces the cap
             if strict_after and certify == EXPLAIN and repeats == 1 and res.complete:
                 res = complete_strictly(len(universe), sub_oracle, sub_known, res)
+            if res.method == "baseline fails":
+                return done("baseline fails")
             culprits = [to_orig(c) for c in res.culprits]
             if res.method == "budget" or cache.launched >= budget and not res.complete:
                 sections.append(Section(target, list(universe), culprits, False, "budget", []))

@@ -26,6 +26,10 @@ class HypothesisClass:
     pairs: float = 0.25
     triples: float = 0.10
     two_singles: float = 0.10
+    # "the baseline itself fails" (every set fails): only while the baseline has not been probed (exact mode
+    # probes it lazily, since any passing probe proves it passes); it makes the search probe the baseline
+    # when its probes keep failing.
+    baseline_fails: float = 0.0
     max_triple_atoms: int = 64
 
 
@@ -58,6 +62,8 @@ def _table(n: int, cls: HypothesisClass, certify: str):
         slots.append([c for c, _ in cert])
         sfail.append([f for _, f in cert])
 
+    if cls.baseline_fails > 0:
+        add(0, 0, cls.baseline_fails, [(0, True)])
     for i in range(n):
         add(bit[i], bit[i], cls.singles / n, [(bit[i], True), (full ^ bit[i], False)])
     pairs = list(itertools.combinations(range(n), 2))

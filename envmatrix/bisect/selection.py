@@ -17,7 +17,7 @@ def _candidates(model: Model, idx: np.ndarray, probes: Probes, universe: frozens
     atoms = sorted(universe)
     inv = model.involvement(idx)
     ranked = sorted(atoms, key=lambda a: -inv[a])
-    cands: list[int] = []
+    cands: list[int] = [0]  # the baseline, while it is not known (exact mode probes it lazily)
     # certificate probes of the likeliest explanations
     order = idx[np.argsort(-model.w[idx])[:12]]
     for i in order:
@@ -46,7 +46,7 @@ def _candidates(model: Model, idx: np.ndarray, probes: Probes, universe: frozens
         cands.append(to_mask(a for a in small_atoms if rng.random() < p))
     good = []
     for c in dict.fromkeys(cands):
-        if c == 0 or c == full:
+        if c == full or (c == 0 and flaky):
             continue
         fs = to_atoms(c, n)
         if flaky:
