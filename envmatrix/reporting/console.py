@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from rich.console import Console, Group
 from rich.live import Live
@@ -12,7 +12,9 @@ from rich.text import Text
 
 from envmatrix.reporting.matrix import Matrix
 from envmatrix.results import ProbeResult
-from envmatrix.app.sweep import SweepProgress
+
+if TYPE_CHECKING:  # annotations only: reporting sits below the application layer that owns sweep progress
+    from envmatrix.app.sweep import SweepProgress
 
 
 def _fmt_eta(seconds: Optional[float]) -> str:
