@@ -1,8 +1,9 @@
 """The launcher contract every launcher passes (optuna's StorageTestCase / hydra's LauncherTestSuite idea).
 
-A test module subclasses :class:`LauncherContract`, sets ``launcher_name`` and, where the real binary is
-not installed, ``fake`` (a tiny stand-in placed first on PATH that spawns the ranks locally with the
-launcher's identity variables and forwards only the env the launcher's flags name).
+tests/contracts/test_launcher_contract.py runs it for every registered launcher, with that launcher's
+:data:`TRAITS`: ``fake`` (where the real binary is not installed, a tiny stand-in placed first on PATH that
+spawns the ranks locally with the launcher's identity variables and forwards only the env the launcher's
+flags name), exit-code/signal behaviour and identity variables.
 
 Parts: plan -> argv/env (pure, golden files), rank identity, env delivery (real processes), timeout kill
 (no child left behind), exit-code mapping.
@@ -243,6 +244,14 @@ class LauncherContract:
             assert all(r.env["ENVMATRIX_WEIRD"] == WEIRD for r in result.ranks)
         assert_no_processes(live_env["ENVMATRIX_TEST_MARKER"])
 
+    def test_argv_and_env_reach_the_rank_without_a_shell(self, tmp_path: Path, live_env: dict) -> None:
+        # a shell anywhere between driver and rank would expand $HOME, split at ';' or drop quotes: this code would not run
+        code = f"import os; w = {WEIRD!r}; assert os.environ['ENVMATRIX_WEIRD'] == w"
+        setup = Setup("weird", (Atom("ENVMATRIX_WEIRD", value=WEIRD),))
+        result = self.run_command(tmp_path, live_env, Grid(1, 2), code, setup)
+        assert result.outcome == "pass", (result.root_cause, [r.log_tail for r in result.ranks])
+        assert_no_processes(live_env["ENVMATRIX_TEST_MARKER"])
+
     def test_timeout_kills_every_rank(self, tmp_path: Path, live_env: dict) -> None:
         code = "import subprocess, time; subprocess.Popen(['sleep', '300']); time.sleep(300)"
         result = self.run_command(tmp_path, live_env, Grid(1, 2), code, Setup("hang"), timeout_s=3)
@@ -260,3 +269,33 @@ class LauncherContract:
                                      "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)", Setup("segv"))
             assert crash.outcome == "crash" and crash.ranks[0].signal == "SIGSEGV", crash.root_cause
         assert_no_processes(live_env["ENVMATRIX_TEST_MARKER"])
+
+
+# launcher name -> what differs from the contract's defaults; a new launcher adds its line here
+TRAITS: dict[str, dict[str, Any]] = {
+    "local": {},
+    "torchrun": {
+        "keeps_exit_codes": False,  # torchrun exits 1 whatever its workers returned
+        "maps_signals": False,  # torchrun reports any failed worker as exit 1 (its ChildFailedError report has the signal)
+        "identity_env": {"RANK": "3", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2", "GROUP_RANK": "1"},
+    },
+    "mpirun": {  # the real OpenMPI mpirun; its live tests skip where it is not installed
+        "identity_env": {"OMPI_COMM_WORLD_RANK": "3", "OMPI_COMM_WORLD_SIZE": "4", "OMPI_COMM_WORLD_LOCAL_RANK": "3",
+                         "OMPI_COMM_WORLD_LOCAL_SIZE": "4"},
+    },
+    "mpiexec": {
+        "fake": "mpiexec",
+        "force_fake": True,  # the PALS flags are not OpenMPI's; always the fake here
+        "identity_env": {"PALS_RANKID": "3", "PMI_SIZE": "4", "PALS_LOCAL_RANKID": "3", "PALS_NODEID": "0"},
+    },
+    "srun": {
+        "fake": "srun",
+        "force_fake": True,  # the real srun runs in tests/test_launchers_srun.py::test_cli_sweep_with_real_slurm
+        "identity_env": {"SLURM_PROCID": "3", "SLURM_NTASKS": "4", "SLURM_LOCALID": "3", "SLURM_NODEID": "0"},
+    },
+}
+
+
+def contract_class(name: str) -> type:
+    """The contract test class for launcher ``name`` (KeyError: add the launcher to TRAITS)."""
+    return type(f"Test{name.title()}Contract", (LauncherContract,), {"launcher_name": name, **TRAITS[name]})

@@ -2,12 +2,8 @@
 
 import sys
 
-import pytest
-
 from envmatrix.env import Atom, Setup
-from envmatrix.errors import ConfigError
-from envmatrix.launchers import LaunchContext, get_launcher, launcher_names
-from envmatrix.launchers.base import Launcher, register
+from envmatrix.launchers import LaunchContext, get_launcher
 from envmatrix.planning import Grid, ProbeSpec, plan_runs
 
 
@@ -54,18 +50,3 @@ def test_setup_may_override_loopback_default():
     plan = _plan(Grid(1, 2), backend="gloo", atoms=[Atom("GLOO_SOCKET_IFNAME", value="eth7")])
     assert {p.env["GLOO_SOCKET_IFNAME"] for p in plan.processes} == {"eth7"}
     assert all("ENVMATRIX_DEVICE" not in p.env for p in plan.processes)
-
-
-def test_registry():
-    assert "local" in launcher_names()
-    with pytest.raises(ConfigError, match="did you mean local"):
-        get_launcher("locl")
-
-    class Other(Launcher):
-        name = "local"
-
-        def build(self, run, ctx):  # pragma: no cover
-            raise NotImplementedError
-
-    with pytest.raises(ValueError, match="already registered"):
-        register(Other)

@@ -6,14 +6,7 @@ from envmatrix.errors import ConfigError
 from envmatrix.launchers import get_launcher
 from envmatrix.planning import Grid, plan_runs
 from envmatrix.probes import get_probe
-from launcher_contract import fixed_key, LauncherContract, check_golden, golden_ctx, install_fake, plan_record, weird_setup
-
-
-class TestMpiexecContract(LauncherContract):
-    launcher_name = "mpiexec"
-    fake = "mpiexec"
-    force_fake = True  # the PALS flags are not OpenMPI's; always the fake here
-    identity_env = {"PALS_RANKID": "3", "PMI_SIZE": "4", "PALS_LOCAL_RANKID": "3", "PALS_NODEID": "0"}
+from launcher_contract import contract_class, fixed_key, check_golden, golden_ctx, install_fake, plan_record, weird_setup
 
 
 def _plan(grid, **opts):
@@ -48,12 +41,11 @@ def test_fake_dropping_a_variable_is_caught(tmp_path):
     import uuid
 
     from envmatrix.env import Atom, Setup
-    from launcher_contract import LauncherContract
 
     install_fake(tmp_path / "bin", "mpiexec")
     env = {**os.environ, "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}", "FAKE_LAUNCHER_DROP": "NCCL_NET_GDR_LEVEL",
            "ENVMATRIX_TEST_MARKER": uuid.uuid4().hex}
-    contract = TestMpiexecContract()
+    contract = contract_class("mpiexec")()
     setup = Setup("gdr", (Atom("NCCL_NET_GDR_LEVEL", value="PHB"), Atom("NCCL_ALGO", value="Ring")))
     result = contract.run_command(tmp_path, env, Grid(2, 2), "pass", setup)
     assert result.outcome == "env_mismatch"

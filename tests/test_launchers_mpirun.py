@@ -12,20 +12,9 @@ from envmatrix.env import Atom, Setup
 from envmatrix.launchers import get_launcher
 from envmatrix.planning import Grid, plan_runs
 from envmatrix.probes import get_probe
-from launcher_contract import fixed_key, LauncherContract, check_golden, golden_ctx, plan_record, weird_setup
+from launcher_contract import fixed_key, check_golden, golden_ctx, plan_record, weird_setup
 
 needs_mpirun = pytest.mark.skipif(shutil.which("mpirun") is None, reason="OpenMPI mpirun not installed (.ci/run installs openmpi-bin)")
-
-
-class TestMpirunContract(LauncherContract):
-    launcher_name = "mpirun"
-    identity_env = {"OMPI_COMM_WORLD_RANK": "3", "OMPI_COMM_WORLD_SIZE": "4", "OMPI_COMM_WORLD_LOCAL_RANK": "3",
-                    "OMPI_COMM_WORLD_LOCAL_SIZE": "4"}
-
-    @pytest.fixture(autouse=True)
-    def _needs(self, request):
-        if request.node.name.startswith(("test_env_", "test_timeout", "test_exit")) and shutil.which("mpirun") is None:
-            pytest.skip("OpenMPI mpirun not installed")
 
 
 def _run(grid, **opts):

@@ -19,14 +19,7 @@ from conftest import assert_no_processes, write_conf
 from envmatrix.launchers import get_launcher
 from envmatrix.planning import Grid, plan_runs
 from envmatrix.probes import get_probe
-from launcher_contract import fixed_key, LauncherContract, check_golden, golden_ctx, plan_record, weird_setup
-
-
-class TestSrunContract(LauncherContract):
-    launcher_name = "srun"
-    fake = "srun"
-    force_fake = True  # the real srun runs in test_cli_sweep_with_real_slurm below
-    identity_env = {"SLURM_PROCID": "3", "SLURM_NTASKS": "4", "SLURM_LOCALID": "3", "SLURM_NODEID": "0"}
+from launcher_contract import fixed_key, check_golden, golden_ctx, plan_record, weird_setup
 
 
 def _plan(grid, env=None, **opts):

@@ -1,4 +1,4 @@
-"""torchrun from the installed torch: golden argv and real agents (c10d rendezvous on loopback)."""
+"""torchrun specifics (the contract, golden argv and real agents: tests/contracts/test_launcher_contract.py)."""
 
 import pytest
 
@@ -6,14 +6,7 @@ from envmatrix.errors import PlanError
 from envmatrix.launchers import get_launcher
 from envmatrix.planning import Grid, plan_runs
 from envmatrix.probes import get_probe
-from launcher_contract import fixed_key, LauncherContract, golden_ctx, weird_setup
-
-
-class TestTorchrunContract(LauncherContract):
-    launcher_name = "torchrun"
-    keeps_exit_codes = False  # torchrun exits 1 whatever its workers returned
-    maps_signals = False  # torchrun reports any failed worker as exit 1 (its ChildFailedError report has the signal)
-    identity_env = {"RANK": "3", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2", "GROUP_RANK": "1"}
+from launcher_contract import golden_ctx, weird_setup
 
 
 def test_one_agent_per_emulated_node_and_no_multi_host():
