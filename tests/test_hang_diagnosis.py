@@ -73,4 +73,7 @@ def test_passing_run_records_where_each_rank_ran(cli, tmp_path):
         assert r["nic"] == "lo" and r["nic_source"] == "GLOO_SOCKET_IFNAME"  # the local launcher pins gloo to lo
         assert r["progress"]["collective"] == "allreduce" and r["progress"]["seq"] == 1
     assert result["hang"] == {}
+    # reports group by host: console table and matrix.md
+    assert "hosts (every rank record" in done.stdout
+    assert f"| {socket.gethostname()} | 1 | 4 | 0 | 0 | cpu | lo |" in (tmp_path / "o" / "matrix.md").read_text()
     assert_no_processes(cli.marker)

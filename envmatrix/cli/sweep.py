@@ -129,7 +129,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     matrix = build_matrix(runs, results, [g.label for g in inp.grids])
     title = f"envmatrix sweep {inp.name} ({inp.backend}, probe {inp.probe.name})"
     paths = write_reports(run_dir, matrix, results, title)
-    console.print(matrix_tables(matrix, title))
+    console.print(matrix_tables(matrix, title, results))
     passed, failed, missing = matrix.counts
     console.print(f"{passed} passed, {failed} failed, {missing} not run; store {os.path.join(run_dir, 'results.sqlite')}")
     console.print("reports: " + ", ".join(paths))

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Optional, Sequence
 
 from rich.console import Console, Group
 from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from envmatrix.reporting.hosts import HOST_COLUMNS, host_cells, host_rows
 from envmatrix.reporting.matrix import Matrix
 from envmatrix.results import ProbeResult
 
@@ -57,7 +58,7 @@ class LiveProgress:
                 self.live.stop()
 
 
-def matrix_tables(matrix: Matrix, title: str) -> Group:
+def matrix_tables(matrix: Matrix, title: str, results: Sequence[ProbeResult] = ()) -> Group:
     table = Table(title=title)
     table.add_column("grid", style="bold")
     for column in matrix.columns:
@@ -73,12 +74,20 @@ def matrix_tables(matrix: Matrix, title: str) -> Group:
     parts = [table, legend]
     if matrix.failures:
         fails = Table(title="failures")
-        for col in ("setup", "grid", "class", "rank", "root cause"):
+        for col in ("setup", "grid", "class", "rank", "host", "root cause"):
             fails.add_column(col, overflow="fold")
         for f in matrix.failures:
-            cells = (f"({f.setup})", f.grid, f.outcome, "" if f.rank is None else str(f.rank), f.line[:300])
+            cells = (f"({f.setup})", f.grid, f.outcome, "" if f.rank is None else str(f.rank), f.host or "", f.line[:300])
             fails.add_row(*map(Text, cells))
         parts.append(fails)
+    hosts = host_rows(results)
+    if hosts:
+        per_host = Table(title="hosts (every rank record, grouped by the host it ran on)")
+        for col in HOST_COLUMNS:
+            per_host.add_column(col, overflow="fold")
+        for row in hosts:
+            per_host.add_row(*map(Text, host_cells(row)))
+        parts.append(per_host)
     return Group(*parts)
 
 

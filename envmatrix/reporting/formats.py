@@ -7,6 +7,7 @@ import os
 from typing import Callable, NamedTuple, Sequence
 
 from envmatrix.registry import Registry
+from envmatrix.reporting.hosts import HOST_COLUMNS, algorithms_line, host_cells, host_rows
 from envmatrix.reporting.matrix import Matrix
 from envmatrix.results import ProbeResult
 
@@ -30,12 +31,20 @@ def render_markdown(matrix: Matrix, results: Sequence[ProbeResult], title: str) 
         out.append("| ---- | " + " | ".join("---" for _ in matrix.columns) + " |")
         for row in matrix.rows:
             out.append(f"| {row} | " + " | ".join(by_cell.get((row, c), "") or "-" for c in matrix.columns) + " |")
+    algorithms = [(r, algorithms_line(r.nccl or {})) for r in results]
+    if any(line for _, line in algorithms):
+        out += ["", "## Algorithm and protocol per collective (NCCL TUNING lines, rank 0)", "", "| setup | grid | ran |", "| --- | --- | --- |"]
+        out += [f"| ({r.setup_name}) | {r.grid} | {_md_escape(line)} |" for r, line in algorithms if line]
     if matrix.failures:
-        out += ["", "## Failures", "", "| setup | grid | class | rank | root cause |", "| --- | --- | --- | --- | --- |"]
+        out += ["", "## Failures", "", "| setup | grid | class | rank | host | root cause |", "| --- | --- | --- | --- | --- | --- |"]
         out += [
-            f"| ({f.setup}) | {f.grid} | {f.outcome} | {'' if f.rank is None else f.rank} | {_md_escape(f.line)[:300]} |"
+            f"| ({f.setup}) | {f.grid} | {f.outcome} | {'' if f.rank is None else f.rank} | {f.host or ''} | {_md_escape(f.line)[:300]} |"
             for f in matrix.failures
         ]
+    hosts = host_rows(results)
+    if hosts:
+        out += ["", "## Hosts", "", "| " + " | ".join(HOST_COLUMNS) + " |", "|" + " --- |" * len(HOST_COLUMNS)]
+        out += ["| " + " | ".join(_md_escape(c) for c in host_cells(row)) + " |" for row in hosts]
     if any(r.metrics for r in results):
         from envmatrix.reporting.bench_tables import busbw_by_setup, markdown_table
 

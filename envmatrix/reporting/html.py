@@ -7,6 +7,7 @@ import os
 from typing import Optional
 
 from envmatrix.reporting import plots
+from envmatrix.reporting.hosts import HOST_COLUMNS, host_cells, host_rows
 from envmatrix.reporting.html_model import RunData, build_curves, build_matrix_model, load_run
 
 REPORT_NAME = "report.html"
@@ -49,6 +50,7 @@ def render_html(data: RunData, title: Optional[str] = None) -> str:
                             if search and search.params and any(t.value is not None for t in search.trials) else None),
     }
     failures = [c for c in (matrix.cells.values() if matrix else []) if c.outcome != "pass"]
+    algorithms = [c for c in (matrix.cells.values() if matrix else []) if c.algorithms]
     versions = next((r.versions for r in data.results if r.versions), {})
     best = None
     if search:
@@ -59,7 +61,8 @@ def render_html(data: RunData, title: Optional[str] = None) -> str:
         title=title or f"envmatrix report: {os.path.basename(os.path.abspath(data.run_dir))}",
         run_dir=_shown_path(data.run_dir),
         generated=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        matrix=matrix, failures=failures, versions=versions, search=search, best=best,
+        matrix=matrix, failures=failures, algorithms=algorithms, versions=versions,
+        hosts=[host_cells(row) for row in host_rows(cells)], host_columns=HOST_COLUMNS, search=search, best=best,
         n_results=len(data.results), outcome_colors=plots.OUTCOME_COLORS, **sections,
     )
 

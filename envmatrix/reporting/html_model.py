@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence
 
 from envmatrix.reporting.bench_tables import headline_bw
+from envmatrix.reporting.hosts import algorithms_line, root_cause_host
 from envmatrix.results import ProbeResult
 
 # sweep_id prefixes written by the bisect and search commands; everything else is a sweep or bench cell.
@@ -30,6 +31,8 @@ class Cell:
     rank: Optional[int]
     transport: str
     duration_s: float
+    host: Optional[str] = None  # where the root-cause rank ran
+    algorithms: str = ""  # NCCL TUNING: algorithm/protocol per collective
 
 
 @dataclass
@@ -100,6 +103,7 @@ def build_matrix_model(results: Sequence[ProbeResult]) -> MatrixModel:
         cells[(r.grid, r.setup_name)] = Cell(
             r.grid, r.setup_name, r.outcome, "" if r.passed else str((r.root_cause or {}).get("line") or ""),
             (r.root_cause or {}).get("rank"), transport_of(r), r.duration_s,
+            None if r.passed else root_cause_host(r), algorithms_line(r.nccl or {}),
         )
     return MatrixModel(grids, list(setups), cells, legend_for(list(setups.values())))
 

@@ -7,6 +7,7 @@ from typing import Optional, Sequence
 
 from envmatrix.env.atoms import Atom, Setup, setup_diff
 from envmatrix.planning.plan import Run
+from envmatrix.reporting.hosts import root_cause_host
 from envmatrix.results import ProbeResult
 
 
@@ -17,6 +18,7 @@ class Failure:
     outcome: str
     rank: Optional[int]
     line: str
+    host: Optional[str] = None  # where the root-cause rank ran
 
 
 @dataclass
@@ -74,7 +76,8 @@ def build_matrix(runs: Sequence[Run], results: Sequence[ProbeResult], grid_order
     rows = [g for g in dict.fromkeys(grid_order) if g in ran] + [g for g in ran if g not in grid_order]
     cells = {(r.grid.label, r.setup.name): by_key.get(r.key) for r in runs}
     failures = [
-        Failure(res.setup_name, res.grid, res.outcome, res.root_cause.get("rank"), str(res.root_cause.get("line") or ""))
+        Failure(res.setup_name, res.grid, res.outcome, res.root_cause.get("rank"), str(res.root_cause.get("line") or ""),
+                root_cause_host(res))
         for (grid, setup), res in cells.items()
         if res is not None and not res.passed
     ]
