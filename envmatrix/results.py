@@ -19,6 +19,7 @@ WRONG_RESULT = "wrong_result"
 TIMEOUT = "timeout"
 CRASH = "crash"
 LAUNCH_ERROR = "launch_error"
+LAUNCHER_ERROR = "launcher_error"  # the launcher could not start/keep ranks: daemon, host, refusal (launchers.failures)
 EXIT_ERROR = "exit_error"  # non-zero exit without a structured rank report
 UNRESOLVED = "unresolved"  # command probe exit 125 (git-bisect "skip")
 PEER_KILLED = "peer_killed"  # stopped by the harness after another rank failed
@@ -33,6 +34,7 @@ OUTCOMES = (
     TIMEOUT,
     CRASH,
     LAUNCH_ERROR,
+    LAUNCHER_ERROR,
     EXIT_ERROR,
     UNRESOLVED,
     ENV_MISMATCH,

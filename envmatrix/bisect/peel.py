@@ -49,7 +49,7 @@ Signature = Union[str, tuple]  # "pass", "unresolved", or (outcome, normalised l
 SigOracle = Callable[[frozenset], Signature]
 
 # Earlier stage = masks later ones. Outcomes not listed cannot be ordered (unknown).
-STAGES = {"launch_error": 0, "env_mismatch": 0, "init_error": 1, "collective_error": 2, "wrong_transport": 2,
+STAGES = {"launch_error": 0, "launcher_error": 0, "env_mismatch": 0, "init_error": 1, "collective_error": 2, "wrong_transport": 2,
           "exit_error": 2, "wrong_result": 3, "timeout": 3, "crash": 3}
 # A bare non-zero exit (a command probe) is staged by its root-cause line: NCCL's init-phase messages
 # (communicator init, bootstrap, transport/net setup) mean init; anything else happened after init.

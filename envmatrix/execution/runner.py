@@ -20,7 +20,7 @@ from envmatrix.probes.base import Probe
 from envmatrix.probes.delivery import checked_names, delivery_problem
 from envmatrix.probes.outcome import verdict
 from envmatrix.probes.transport_policy import WRONG_TRANSPORT, transport_violation
-from envmatrix.results import ENV_MISMATCH, PASS, TIMEOUT, ProbeResult, RankResult
+from envmatrix.results import ENV_MISMATCH, LAUNCHER_ERROR, PASS, TIMEOUT, ProbeResult, RankResult
 
 
 def free_port() -> int:
@@ -82,15 +82,19 @@ def execute(
     outcomes = group(plan.processes, timeout_s=float(params["timeout_s"]), grace_s=grace_s, on_timeout=stacks)
     finished = time.time()
     outcomes = [getattr(launcher, "map_outcome", lambda o: o)(o) for o in outcomes]  # e.g. mpirun's 128+N
-    ranks, logs = [], []
+    ranks, logs, reported = [], [], set()
     for slot in plan.slots:
         paths = plan.logs_of(slot.rank)
         rank = RankResult(rank=slot.rank, node=slot.node, local_rank=slot.local_rank, log_path=paths[0])
         report = _read_json(os.path.join(workdir, f"rank{slot.rank}.json"))
+        if report is not None:
+            reported.add(slot.rank)
         log = "".join(_read_text(p) for p in paths)
         logs.append(log)
         ranks.append(probe.interpret(rank, outcomes[plan.process_index(slot.rank)], report, log))
     outcome, cause = verdict(ranks)
+    if outcome != PASS:
+        outcome, cause = launcher_level(launcher, plan, outcomes, ranks, reported) or (outcome, cause)
     # Env delivery proof: what each rank saw (shim's rank{R}.env.json, else the probe's echo) vs the plan.
     shim = {s.rank: _read_json(os.path.join(workdir, f"rank{s.rank}.env.json")) for s in plan.slots}
     for rank, log in zip(ranks, logs):
@@ -143,6 +147,30 @@ def nic_from_nccl_log(rank: RankResult, log: str) -> None:
     devices = summary.net_devices.get(summary.network or "", [])
     if devices:
         rank.nic, rank.nic_source = ",".join(devices), f"NET/{summary.network}"
+
+
+def launcher_level(launcher: Launcher, plan: Any, outcomes: list, ranks: list[RankResult],
+                   reported: set[int]) -> Optional[tuple[str, dict]]:
+    """(launcher_error, cause naming the host) when the launcher itself says it could not start or keep the ranks.
+
+    Only its own failed processes' output is read; ranks with no structured report take the class,
+    so a grid cell says launcher_error instead of exit_error with a banner line as its cause.
+    """
+    from envmatrix.launchers.failures import launcher_failure
+
+    for spec, done in zip(plan.processes, outcomes):
+        if done.exit_code in (0, None) and not done.signal:
+            continue
+        failure = launcher_failure(getattr(launcher, "name", ""), _read_text(spec.log_path))
+        if failure is None:
+            continue
+        line = failure.line()
+        for rank in ranks:
+            if rank.rank not in reported and rank.outcome != PASS:
+                rank.outcome, rank.error, rank.root_cause_line = LAUNCHER_ERROR, line, line
+        first = min((r.rank for r in ranks if r.outcome == LAUNCHER_ERROR), default=0)
+        return LAUNCHER_ERROR, {"rank": first, "outcome": LAUNCHER_ERROR, "line": line, "error": line, "host": failure.host}
+    return None
 
 
 def nccl_facts(logs: list[str]) -> dict[str, Any]:

@@ -8,7 +8,7 @@ from typing import Sequence
 from envmatrix.results import LAUNCH_ERROR, PASS, PEER_KILLED, TIMEOUT, UNRESOLVED, RankResult
 
 # When ranks fail at the same instant, the more specific class explains more.
-_SPECIFICITY = {LAUNCH_ERROR: 0, "wrong_result": 1, "init_error": 2, "collective_error": 3, "crash": 4, "exit_error": 5, UNRESOLVED: 6, TIMEOUT: 7}
+_SPECIFICITY = {LAUNCH_ERROR: 0, "launcher_error": 0, "wrong_result": 1, "init_error": 2, "collective_error": 3, "crash": 4, "exit_error": 5, UNRESOLVED: 6, TIMEOUT: 7}
 
 
 # Failures that only say a peer went away: effects of another rank's failure, not causes.

@@ -18,6 +18,7 @@ OUTCOME_COLORS = {
     "timeout": "#f59f00",
     "crash": "#862e9c",
     "launch_error": "#5c2d91",
+    "launcher_error": "#862e9c",
     "exit_error": "#c92a2a",
     "unresolved": "#868e96",
     "env_mismatch": "#1864ab",
