@@ -218,3 +218,43 @@ def test_servers_outlive_the_worker_threads_of_packed_runs(tmp_path):
                 t.join()
         assert pool.started == {"pooled": 4, "cold": 0} and len(pool._all) == 2
     assert_no_processes(marker)
+
+
+def test_prestarted_servers_serve_the_first_run_and_unfit_ones_are_never_chosen(tmp_path):
+    marker = "pool-prestart-" + tmp_path.name
+    env = {**os.environ, "ENVMATRIX_TEST_MARKER": marker}
+    # one server started under another net plugin (a loader variable), two under the ranks' own env
+    with WarmPool.prestart({**env, "NCCL_NET_PLUGIN": "envmx_other"}, 1) as pool:
+        pool.rebase(env)
+        pool.warm(2)
+        unfit = [s for s in pool._all if s.loader != pool._all[-1].loader]
+        assert len(pool._all) == 3 and len(unfit) == 1  # started at once, before any run asked
+        port = free_port()
+        outs = pool.run_group([_rank_spec(tmp_path, r, 2, port, marker) for r in range(2)], timeout_s=120)
+        assert [o.exit_code for o in outs] == [0, 0], [(tmp_path / f"rank{r}.log").read_text() for r in range(2)]
+        assert [_report(tmp_path, r)["versions"]["start"] for r in range(2)] == ["pooled", "pooled"]
+        assert len(pool._all) == 3  # the prestarted fit servers ran it: none spawned on demand
+        assert unfit[0] in pool._idle and unfit[0].alive  # ... and the unfit one never forked a rank
+        pool.warm(2)
+        assert len(pool._all) == 3  # both fit servers are idle again: nothing to top up
+    assert_no_processes(marker)
+
+
+def test_likely_ranks_counts_visible_gpu_nodes_else_two(monkeypatch):
+    import glob
+
+    from envmatrix.execution.pool import likely_ranks
+
+    monkeypatch.setattr(glob, "glob", lambda pattern: [f"/dev/nvidia{i}" for i in range(4)])
+    assert likely_ranks({}) == 4 and likely_ranks({"CUDA_VISIBLE_DEVICES": "2,3"}) == 2
+    monkeypatch.setattr(glob, "glob", lambda pattern: [])
+    assert likely_ranks({}) == 2
+
+
+def test_bad_input_kills_the_prestarted_servers_and_writes_nothing(cli, tmp_path):
+    out = tmp_path / "never"
+    done = cli.run("sweep", "backend=gloo", "grids=[1x2]", "probe.timeout_s=-5", "--out", str(out), timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count("\n") == 1 and "error" in done.stderr
+    assert not out.exists()
+    assert_no_processes(cli.marker, wait_s=15)

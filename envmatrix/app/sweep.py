@@ -65,9 +65,11 @@ def run_sweep(
     host: dict,
     rerun: bool = False,
     listener: Optional[Listener] = None,
-    pool: bool = True,
+    pool: bool | WarmPool = True,
     jobs: int | str = 1,
 ) -> tuple[str, list[Run], list[ProbeResult]]:
+    """``pool``: True starts a warm pool for the local launcher, a WarmPool is used as is (the caller
+    started it early and closes it), False starts every rank cold."""
     runs = plan_sweep(inp)
     sid = sweep_id(inp, runs)
     store.open_sweep(sid, {"config": inp.config, "conf_file": str(inp.conf_file), "runs": [r.key for r in runs]})
@@ -90,9 +92,17 @@ def run_sweep(
         progress.failed += not result.passed
         notify("result", progress, result)
 
-    warm = WarmPool(inherited_env) if pool and getattr(launcher, "name", "") == "local" else None
+    local = getattr(launcher, "name", "") == "local"
+    given = pool if isinstance(pool, WarmPool) else None
+    if given is not None and not (local and todo):
+        given.close()  # prestarted for nothing: free the cores now
+    warm = (given or WarmPool(inherited_env)) if pool is not False and local and todo else None
+    batches = pack_batches(todo, inp.backend, gpus, jobs, os.cpu_count() or 1, inherited_env.get("CUDA_VISIBLE_DEVICES"))
+    if warm is not None:
+        warm.rebase(inherited_env)
+        warm.warm(sum(p.run.grid.world for p in batches[0]))  # the first batch's ranks import torch together
     try:
-        for batch in pack_batches(todo, inp.backend, gpus, jobs, os.cpu_count() or 1, inherited_env.get("CUDA_VISIBLE_DEVICES")):
+        for batch in batches:
             for run in batch:
                 progress.current = run
                 notify("run", progress, None)
@@ -108,7 +118,7 @@ def run_sweep(
                 for fut in as_completed(futures):
                     finish(fut.result())
     finally:
-        if warm is not None:
+        if warm is not None and given is None:
             warm.close()
     progress.current = None
     notify("end", progress, None)

@@ -75,9 +75,24 @@ def print_plan(console, inp, runs, launches=()) -> None:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
+    from envmatrix.execution.pool import WarmPool, likely_ranks
+
+    console = make_console()
+    # The pool's servers import torch (seconds) while this process composes the config, plans and
+    # opens the store; on bad input they are killed with the pool before any run is launched.
+    pool = None if args.no_pool or args.dry_run else WarmPool.prestart(os.environ, likely_ranks(os.environ))
+    try:
+        return _sweep(args, console, pool)
+    finally:
+        if pool is not None:
+            pool.close()
+
+
+def _sweep(args: argparse.Namespace, console, pool) -> int:
     from envmatrix.hostinfo import host_facts
     from envmatrix.reporting import build_matrix, write_reports
     from envmatrix.reporting.console import LiveProgress, matrix_tables
+    from envmatrix.reporting.html import preload_renderer
     from envmatrix.store import open_store
     from envmatrix.store.lock import exclusive
     from envmatrix.planning.packing import parse_jobs
@@ -87,7 +102,6 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
     from envmatrix.store.sqlite import check_not_corrupt
 
-    console = make_console()
     inp, gpus, pins = prepare(args)
     try:
         jobs = parse_jobs(args.jobs)
@@ -123,8 +137,10 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     db = os.path.join(run_dir, "results.sqlite")
     with exclusive(db, args.command_line), open_store(em_paths.store_url(run_dir)) as store:
         listener = LiveProgress(console) if console.is_terminal else LineProgress(console)
+        preload_renderer()  # the report's imports overlap the runs instead of following them
         _, runs, results = run_sweep(
-            inp, store, run_dir, environ, pins, len(gpus), host, rerun=args.rerun, listener=listener, pool=not args.no_pool, jobs=jobs
+            inp, store, run_dir, environ, pins, len(gpus), host, rerun=args.rerun, listener=listener,
+            pool=pool if pool is not None else not args.no_pool, jobs=jobs
         )
     matrix = build_matrix(runs, results, [g.label for g in inp.grids])
     title = f"envmatrix sweep {inp.name} ({inp.backend}, probe {inp.probe.name})"

@@ -29,6 +29,22 @@ LOADER_VARS = (
 POOLED_MODULE = "envmatrix.probes.rank_main"
 
 
+def loader_key(env: Mapping[str, str]) -> tuple[Optional[str], ...]:
+    """What a server resolved at start: only runs with the same values may fork from it."""
+    return tuple(env.get(var) for var in LOADER_VARS)
+
+
+def likely_ranks(environ: Mapping[str, str]) -> int:
+    """Ranks the first runs of a sweep most likely need, known before any config is read: one per
+    visible GPU (device nodes, no nvidia-smi), else 2 (the smallest multi-rank grid on CPU)."""
+    import glob
+
+    from envmatrix.hostinfo import visible_count
+
+    gpus = visible_count(len(glob.glob("/dev/nvidia[0-9]*")), environ)
+    return gpus or 2
+
+
 def cold_reason(spec: ProcessSpec, base_env: Mapping[str, str], python: str) -> Optional[str]:
     """Why this rank cannot run in a pooled child (None: it can)."""
     if tuple(spec.argv) != (python, "-m", POOLED_MODULE):
@@ -70,6 +86,7 @@ class _Server:
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, shell=False, preexec_fn=_child_setup, bufsize=0,
         )
         self._buf = b""
+        self.loader = loader_key(env)
         self.ready = False
         self.busy = False
 
@@ -136,19 +153,37 @@ class WarmPool:
     def _spawn(self, env: Mapping[str, str]) -> "_Server":
         return self._spawner.submit(_Server, self.python, env).result()
 
-    def warm(self, n: int, env: Mapping[str, str]) -> None:
-        """Start servers ahead, so the first runs' torch imports overlap."""
+    @classmethod
+    def prestart(cls, environ: Mapping[str, str], n: int, python: str = sys.executable) -> "WarmPool":
+        """A pool whose n servers start importing torch now, while the driver composes the config,
+        plans and opens the store (the servers touch no GPU; they are killed with the pool)."""
+        pool = cls(environ, python)
+        pool.warm(n)
+        return pool
+
+    def rebase(self, base_env: Mapping[str, str]) -> None:
+        """The env ranks actually inherit (known once the config is resolved, e.g. hermetic):
+        servers started under other loader values are then never chosen."""
+        self.base_env = dict(base_env)
+
+    def warm(self, n: int, env: Optional[Mapping[str, str]] = None) -> None:
+        """Have n idle servers fit for env (default: the pool's base env), starting the missing ones now."""
+        env = self.base_env if env is None else env
+        key = loader_key(env)
         with self._lock:
-            while len(self._idle) < n:
+            missing = n - sum(s.loader == key and s.alive for s in self._idle)
+            for _ in range(missing):
                 server = self._spawn(env)
                 self._idle.append(server)
                 self._all.append(server)
 
     def _acquire(self, env: Mapping[str, str]) -> _Server:
+        key = loader_key(env)
         with self._lock:
-            while self._idle:
-                server = self._idle.pop()
-                if server.alive:
+            self._idle = [s for s in self._idle if s.alive]
+            for server in reversed(self._idle):
+                if server.loader == key:
+                    self._idle.remove(server)
                     return server
             server = self._spawn(env)
             self._all.append(server)

@@ -24,6 +24,21 @@ def _env():
     )
 
 
+def preload_renderer() -> None:
+    """Import matplotlib and jinja2 on a daemon thread (about 2 s of imports), so that the report
+    written after a sweep does not start with them; the runs leave the driver waiting on pipes."""
+    import threading
+
+    def load() -> None:
+        try:
+            plots._pyplot()
+            _env()
+        except Exception:  # noqa: BLE001 - the report itself says what went wrong, later
+            pass
+
+    threading.Thread(target=load, name="envmatrix-report-preload", daemon=True).start()
+
+
 def _shown_path(path: str) -> str:
     """Relative when under the working directory: checked-in examples do not carry one machine's paths."""
     full, here = os.path.abspath(path), os.getcwd()
