@@ -1,0 +1,105 @@
+"""The probe contract, for every registered probe with tiny real rank workers on gloo.
+
+The same four cases for every probe: the workers pass; rank 1 exits 3 (fail); rank 1 stops (hang, the
+probe's timeout kills every rank); rank 1 dies of SIGSEGV (crash). The fault is injected into the real
+rank processes by a sitecustomize.py put first on their PYTHONPATH through the setup, so it reaches the
+ranks the way any setup variable does, whatever the launcher. No child may outlive a case.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+from conftest import assert_no_processes
+from envmatrix.env import Atom, Setup
+from envmatrix.env.atoms import PREPEND
+from envmatrix.execution.runner import execute
+from envmatrix.launchers import get_launcher
+from envmatrix.planning import Grid, plan_runs
+from envmatrix.probes import get_probe, probe_names
+from envmatrix.results import CRASH, PASS, TIMEOUT
+
+PINS = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+
+SITECUSTOMIZE = r"""
+import ctypes, os, sys, time
+_rank = next((os.environ[k] for k in ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID") if k in os.environ), None)
+_fault = os.environ.get("ENVMATRIX_CONTRACT_FAULT")
+if _rank == "1" and _fault == "exit":
+    sys.exit(3)
+if _rank == "1" and _fault == "hang":
+    time.sleep(600)
+if _rank == "1" and _fault == "crash":
+    ctypes.string_at(0)  # a real SIGSEGV
+"""
+
+
+def _have_mpi() -> bool:
+    return importlib.util.find_spec("mpi4py") is not None and shutil.which("mpirun") is not None
+
+
+# probe name -> (launcher, params with a short timeout, why it cannot run here or None, whether the root cause names
+# the failed rank: under mpirun one process stands for every rank, and a rank that dies before it reports is not told
+# apart); a new probe adds its line
+TRAITS = {
+    "builtin": ("local", {"collectives": ["allreduce"], "numel": 64, "timeout_s": 20.0, "grace_s": 1.0}, None, True),
+    "command": ("local", {"command": [sys.executable, "-c", "pass"], "timeout_s": 20.0, "grace_s": 1.0}, None, True),
+    "mpi": ("mpirun", {"numel": 64, "timeout_s": 20.0, "grace_s": 1.0},
+            None if _have_mpi() else "mpi4py or OpenMPI's mpirun missing: pip install 'envmatrix[mpi]', apt-get install openmpi-bin",
+            False),
+}
+
+# the outcome each case must produce
+CASES = {"pass": PASS, "exit": "fail", "hang": TIMEOUT, "crash": CRASH}
+
+
+def _run_case(name: str, fault: str, tmp_path: Path):
+    launcher_name, params, missing, _ = TRAITS[name]
+    if missing:
+        pytest.skip(missing)
+    fault_dir = tmp_path / "fault"
+    fault_dir.mkdir()
+    (fault_dir / "sitecustomize.py").write_text(SITECUSTOMIZE)
+    atoms = (Atom("ENVMATRIX_CONTRACT_FAULT", value=fault), Atom("PYTHONPATH", op=PREPEND, value=str(fault_dir)))
+    if fault == "hang":
+        params = {**params, "timeout_s": 4.0}
+    probe = get_probe(name)
+    run = plan_runs([Setup(fault, atoms)], [Grid(1, 2)], probe.spec(params, backend="gloo"), "gloo", launcher_name)[0]
+    marker = uuid.uuid4().hex
+    env = {**os.environ, "ENVMATRIX_TEST_MARKER": marker, "PYTHONUNBUFFERED": "1"}
+    cls = type(get_launcher(launcher_name))
+    launcher = cls() if launcher_name == "local" else cls(python=sys.executable)
+    result = execute(run, launcher, probe, str(tmp_path / "work"), env, PINS, 0)
+    assert_no_processes(marker, wait_s=8)
+    return result
+
+
+def test_every_registered_probe_runs_the_contract():
+    assert set(probe_names()) <= set(TRAITS), f"add to TRAITS: {set(probe_names()) - set(TRAITS)}"
+
+
+@pytest.mark.parametrize("fault", list(CASES))
+@pytest.mark.parametrize("name", probe_names())
+def test_failure_class(name: str, fault: str, tmp_path: Path):
+    result = _run_case(name, fault, tmp_path)
+    explain = (result.outcome, result.root_cause, [(r.outcome, r.log_tail[-300:]) for r in result.ranks])
+    blames_rank = TRAITS[name][3]
+    if CASES[fault] == "fail":
+        assert result.outcome not in (PASS, TIMEOUT, CRASH), explain
+    else:
+        assert result.outcome == CASES[fault], explain
+    if fault != "pass":
+        assert result.root_cause.get("line"), explain
+    if fault in ("exit", "crash") and blames_rank:  # a hang is blamed by the hang diagnosis, not tested here
+        assert result.root_cause.get("rank") == 1, explain
+    if fault == "crash" and blames_rank:
+        assert next(r for r in result.ranks if r.rank == 1).signal == "SIGSEGV", explain
+    if fault == "hang":
+        assert result.duration_s < 4.0 + 10, explain
