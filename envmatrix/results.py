@@ -25,6 +25,7 @@ UNRESOLVED = "unresolved"  # command probe exit 125 (git-bisect "skip")
 PEER_KILLED = "peer_killed"  # stopped by the harness after another rank failed
 ENV_MISMATCH = "env_mismatch"  # some rank did not see the env it was meant to (probes.delivery)
 WRONG_TRANSPORT = "wrong_transport"  # traffic took a transport the probe forbids (probes.transport_policy)
+SLOW = "slow"  # ran correctly but below an expected busbw / above an expected time (thresholds.judge)
 
 OUTCOMES = (
     PASS,
@@ -39,6 +40,7 @@ OUTCOMES = (
     UNRESOLVED,
     ENV_MISMATCH,
     WRONG_TRANSPORT,
+    SLOW,
 )
 
 
@@ -95,6 +97,8 @@ class ProbeResult:
     argv: list[list[str]] = field(default_factory=list)
     sweep_id: Optional[str] = None
     hang: dict[str, Any] = field(default_factory=dict)  # timeout diagnosis (execution.hang): line, per-rank stacks
+    # every expectation that applied (thresholds.Check.to_json: measured, expected, met, line); set by thresholds.judge
+    thresholds: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def passed(self) -> bool:

@@ -144,6 +144,18 @@ CASES = [
     override("bench-unknown-setup", "--setup", "--setup", "zz", command="bench"),
     override("bench-env-not-kv", "--env", "--env", "NCCL_ALGO", command="bench"),
     override("bench-env-shell-meta", "touch pwned", "--env", "NCCL_ALGO=Ring && touch pwned", command="bench"),
+    # --- expected-bandwidth thresholds (expect: block, --baseline, --tolerance)
+    conf("expect-not-mapping", GOOD + "expect: 5\n", "expect: 5 is not a mapping"),
+    conf("expect-unknown-collective", GOOD + "expect: {allreduse: {1M: {busbw_gbps: 5}}}\n", "did you mean allreduce?"),
+    conf("expect-bad-size", GOOD + "expect: {allreduce: {1Q: {busbw_gbps: 5}}}\n", "expect.allreduce.1Q: '1Q' is not a size"),
+    conf("expect-unknown-metric", GOOD + "expect: {allreduce: {1M: {gbps: 5}}}\n", "allowed: busbw_gbps (GB/s floor), time_us (us ceiling)"),
+    conf("expect-bad-grid", GOOD + "expect: {1x0: {allreduce: {1M: {time_us: 5}}}}\n", "expect.1x0: '1x0' is not a grid"),
+    override("expect-override-negative", "expect.allreduce.1024.busbw_gbps: -1 is not allowed", "expect.allreduce.1024.busbw_gbps=-1"),
+    override("tolerance-without-baseline", "only with --baseline", "--tolerance", "10%"),
+    override("baseline-missing-dir", "not a directory", "--baseline", "{tmp}/nowhere"),
+    override("baseline-no-results", "no passing run with bandwidth figures", "--baseline", "{out}"),
+    override("baseline-bad-tolerance", "--tolerance '150%': out of range", "--baseline", "{out}", "--tolerance", "150%",
+             command="bench"),
 ]
 
 

@@ -20,6 +20,7 @@ from envmatrix.planning.plan import Run, plan_runs
 from envmatrix.probes import get_probe
 from envmatrix.results import ProbeResult
 from envmatrix.store.base import ResultStore
+from envmatrix.thresholds import judge
 
 
 def sweep_id(inp: SweepInput, runs: list[Run]) -> str:
@@ -86,6 +87,7 @@ def run_sweep(
     def finish(result: ProbeResult) -> None:
         # Only this (the driver's) thread touches the store.
         result.sweep_id, result.host = sid, host
+        judge(result, inp.expectations)
         store.put(result)
         progress.done += 1
         progress.passed += result.passed
@@ -128,6 +130,11 @@ def run_sweep(
     results = store.latest(run_keys=list(by_key))
     for result in results:
         result.setup = by_key[result.run_key].setup.to_json()
+        # The current expect:/--baseline judge results stored by an earlier run too; a changed verdict is
+        # stored as a new attempt of the same measurement, so every report read from the store agrees.
+        before = result.outcome
+        if judge(result, inp.expectations).outcome != before:
+            store.put(result)
     return sid, runs, results
 
 

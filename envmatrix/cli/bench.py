@@ -8,7 +8,7 @@ from typing import Any
 
 from envmatrix import paths as em_paths
 from envmatrix.bench.timing import DEFAULT_TIMING, TIMINGS
-from envmatrix.cli.common import LineProgress, make_console, prepare
+from envmatrix.cli.common import LineProgress, add_threshold_flags, make_console, prepare
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -40,6 +40,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", metavar="DIR", help="run directory (default: reports/runs/bench)")
     p.add_argument("--allow-unknown-vars", action="store_true", help="let site-specific variables through")
     p.add_argument("--rerun", action="store_true", help="measure again even if the store has this exact run")
+    add_threshold_flags(p)
     p.set_defaults(func=cmd_bench)
 
 

@@ -17,7 +17,25 @@ def prepare(args: argparse.Namespace):
     pins = caller_pins()
     cfg, conf_file = compose_config(args.overrides)
     inp = resolve(cfg, conf_file, len(gpus), pins, allow_unknown=args.allow_unknown_vars)
+    if getattr(args, "tolerance", None) is not None and not args.baseline:
+        from envmatrix.errors import ConfigError
+
+        raise ConfigError(f"--tolerance {args.tolerance}: only with --baseline RUN_DIR; allowed: --baseline RUN_DIR --tolerance 10%")
+    if getattr(args, "baseline", None):
+        import dataclasses
+
+        from envmatrix.thresholds import load_baseline
+
+        floors = load_baseline(args.baseline, "10%" if args.tolerance is None else args.tolerance)
+        inp = dataclasses.replace(inp, expectations=inp.expectations + floors)
     return inp, gpus, pins
+
+
+def add_threshold_flags(p: argparse.ArgumentParser) -> None:
+    """sweep and bench: a recorded run's figures as floors (the expect: block is config content)."""
+    p.add_argument("--baseline", metavar="RUN_DIR", help="a recorded run: each of its busbw points (same setup, grid, "
+                   "backend, collective, size) less --tolerance is a floor; below it the cell is slow (exit 1)")
+    p.add_argument("--tolerance", metavar="PCT", help="with --baseline: allowed drop, e.g. 10%% (default), 2.5 or 0.05")
 
 
 def make_console():

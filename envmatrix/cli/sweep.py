@@ -11,7 +11,7 @@ import os
 import sys
 
 from envmatrix import paths as em_paths
-from envmatrix.cli.common import LineProgress, make_console, prepare
+from envmatrix.cli.common import LineProgress, add_threshold_flags, make_console, prepare
 from envmatrix.errors import EXIT_FAILURES, EXIT_INCONCLUSIVE, EXIT_OK, ConfigError
 
 EXAMPLES = """examples:
@@ -44,6 +44,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--junit", metavar="PATH", help="also write JUnit XML: one testcase per (setup, grid), the root-cause line as message")
     p.add_argument("--jobs", default="1", metavar="N|auto", help="runs side by side on disjoint GPU sets (CPU: bounded by cores); auto never packs bench probes")
     p.add_argument("--no-pool", action="store_true", help="start every rank cold (no warm pool of torch-imported forks)")
+    add_threshold_flags(p)
     p.set_defaults(func=cmd_sweep)
 
 
@@ -147,7 +148,9 @@ def _sweep(args: argparse.Namespace, console, pool) -> int:
     paths = write_reports(run_dir, matrix, results, title)
     console.print(matrix_tables(matrix, title, results))
     passed, failed, missing = matrix.counts
-    console.print(f"{passed} passed, {failed} failed, {missing} not run; store {os.path.join(run_dir, 'results.sqlite')}")
+    slow = sum(r.outcome == "slow" for r in results)
+    failed_text = f"{failed} failed ({slow} slow)" if slow else f"{failed} failed"
+    console.print(f"{passed} passed, {failed_text}, {missing} not run; store {os.path.join(run_dir, 'results.sqlite')}")
     console.print("reports: " + ", ".join(paths))
     from envmatrix.reporting.html import after_command
 

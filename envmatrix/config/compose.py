@@ -149,6 +149,10 @@ def compose_config(overrides: Sequence[str]) -> tuple[Any, Path]:
     for key in content:
         if key not in allowed:
             raise ConfigError(f"{conf_file}: unknown key {key!r}{suggest_key(str(key))}; allowed: {', '.join(allowed)}")
+    if content.get("expect") is not None:
+        from envmatrix.thresholds import parse_expect
+
+        parse_expect(content["expect"], conf_file.name)  # before Hydra, whose type error names no key
     _check_override_syntax(rest)
     rest = [_open_mapping_override(o) for o in rest]
     for item in rest:
@@ -189,7 +193,7 @@ def _check_override_syntax(overrides: Sequence[str]) -> None:
 
 # Schema fields that are free-form mappings: a dotted override may create keys the config lacks
 # (launcher_opts.mpirun.extra_args=[...]); the owning module then checks them with its own did-you-mean.
-OPEN_MAPPINGS = ("setups", "probe", "search", "launcher_opts")
+OPEN_MAPPINGS = ("setups", "probe", "search", "launcher_opts", "expect")
 
 
 def _open_mapping_override(item: str) -> str:

@@ -33,6 +33,7 @@ class SweepInput:
     launcher_opts: dict[str, Any] = dataclasses.field(default_factory=dict)
     hosts: tuple[str, ...] = ()
     hermetic: bool = False
+    expectations: tuple[Any, ...] = ()  # thresholds.Expectation: the expect: block, plus --baseline floors
 
     def probe_environment(self, environ: Mapping[str, str], host: dict[str, Any]) -> dict[str, str]:
         """The env every rank inherits; hermetic runs record what they neutralised in ``host``."""
@@ -151,6 +152,9 @@ def resolve(
     probe_params = dict(data.get("probe") or {})
     probe = get_probe(str(probe_params.pop("name", "builtin")))
     spec = probe.spec(probe_params, where="probe", backend=backend)
+    from envmatrix.thresholds import parse_expect
+
+    expectations = parse_expect(data.get("expect"), where)
     return SweepInput(
         name=name,
         conf_file=conf_file,
@@ -164,4 +168,5 @@ def resolve(
         launcher_opts=launcher_opts,
         hosts=tuple(data.get("hosts") or ()),
         hermetic=bool(data.get("hermetic")),
+        expectations=expectations,
     )

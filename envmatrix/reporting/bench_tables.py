@@ -98,6 +98,14 @@ def bench_markdown(result: ProbeResult, title: str) -> str:
     if result.metrics:
         header, rows = busbw_by_size(result.metrics)
         out += [f"## busbw (GB/s) vs message size ({timing_label(result.metrics)})", "", markdown_table(header, rows), ""]
+    if result.thresholds:
+        out += ["## expectations (measured / expected)", "", markdown_table(*threshold_rows(result.thresholds)), ""]
     if not result.passed:
         out += [f"failure: {result.outcome}: {result.root_cause.get('line')}", ""]
     return "\n".join(out)
+
+
+def threshold_rows(checks: Sequence[dict[str, Any]]) -> tuple[list[str], list[tuple[str, ...]]]:
+    """One row per expectation that applied (thresholds.Check.to_json), for every report that shows them."""
+    verdicts = {True: "met", False: "SLOW", None: "not measured"}
+    return ["check", "verdict"], [(str(c.get("line")), verdicts[c.get("met")]) for c in checks]

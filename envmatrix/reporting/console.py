@@ -63,7 +63,7 @@ def matrix_tables(matrix: Matrix, title: str, results: Sequence[ProbeResult] = (
     table.add_column("grid", style="bold")
     for column in matrix.columns:
         table.add_column(Text(f"({column})"), justify="center")
-    style = {"1": "green", "0": "bold red", "-": "dim"}
+    style = {"1": "green", "0": "bold red", "s": "bold yellow", "-": "dim"}
     for row in matrix.rows:
         table.add_row(Text(row), *[Text(matrix.cell(row, c), style=style[matrix.cell(row, c)]) for c in matrix.columns])
     legend = Table(title="setups (diff against the first)", show_header=True)

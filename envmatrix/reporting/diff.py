@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Optional, Sequence
 
-from envmatrix.errors import ConfigError
 from envmatrix.reporting.bench_tables import headline_bw
 from envmatrix.results import ProbeResult
 
@@ -71,16 +70,9 @@ class RunDiff:
 
 def parse_threshold(text: str) -> float:
     """``5%``, ``5`` (percent) or ``0.05`` (fraction below 1) -> percent."""
-    raw = str(text).strip()
-    try:
-        value = float(raw.rstrip("%"))
-    except ValueError:
-        raise ConfigError(f"--busbw-drop {text!r}: not a number; allowed: a percentage such as 5% or 2.5") from None
-    if not raw.endswith("%") and 0 < value < 1:
-        value *= 100.0
-    if not 0 <= value < 100:
-        raise ConfigError(f"--busbw-drop {text!r}: out of range; allowed: 0% <= drop < 100%")
-    return value
+    from envmatrix.thresholds import parse_percent
+
+    return parse_percent(text, "--busbw-drop")
 
 
 def _cells(results: Sequence[ProbeResult]) -> dict[CellKey, ProbeResult]:

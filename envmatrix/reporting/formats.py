@@ -17,7 +17,8 @@ def _md_escape(text: str) -> str:
 
 
 def render_markdown(matrix: Matrix, results: Sequence[ProbeResult], title: str) -> str:
-    out = [f"# {title}", "", "1 = every rank passed init and the value-checked collectives; 0 = failure; - = not run.", ""]
+    out = [f"# {title}", "", "1 = every rank passed init and the value-checked collectives; 0 = failure; "
+           "s = slow (correct, but below an expected busbw or above an expected time: measured / expected under Failures); - = not run.", ""]
     out.append("| grid | " + " | ".join(f"({c})" for c in matrix.columns) + " |")
     out.append("| ---- | " + " | ".join("---" for _ in matrix.columns) + " |")
     for row in matrix.rows:

@@ -33,6 +33,7 @@ class Cell:
     duration_s: float
     host: Optional[str] = None  # where the root-cause rank ran
     algorithms: str = ""  # NCCL TUNING: algorithm/protocol per collective
+    thresholds: list = field(default_factory=list)  # thresholds.Check.to_json per expectation that applied
 
 
 @dataclass
@@ -103,7 +104,7 @@ def build_matrix_model(results: Sequence[ProbeResult]) -> MatrixModel:
         cells[(r.grid, r.setup_name)] = Cell(
             r.grid, r.setup_name, r.outcome, "" if r.passed else str((r.root_cause or {}).get("line") or ""),
             (r.root_cause or {}).get("rank"), transport_of(r), r.duration_s,
-            None if r.passed else root_cause_host(r), algorithms_line(r.nccl or {}),
+            None if r.passed else root_cause_host(r), algorithms_line(r.nccl or {}), list(r.thresholds),
         )
     return MatrixModel(grids, list(setups), cells, legend_for(list(setups.values())))
 

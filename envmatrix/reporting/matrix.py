@@ -8,7 +8,7 @@ from typing import Optional, Sequence
 from envmatrix.env.atoms import Atom, Setup, setup_diff
 from envmatrix.planning.plan import Run
 from envmatrix.reporting.hosts import root_cause_host
-from envmatrix.results import ProbeResult
+from envmatrix.results import SLOW, ProbeResult
 
 
 @dataclass
@@ -33,6 +33,8 @@ class Matrix:
         result = self.cells.get((grid, setup))
         if result is None:
             return "-"
+        if result.outcome == SLOW:
+            return "s"  # ran correctly, below an expected bandwidth
         return "1" if result.passed else "0"
 
     @property

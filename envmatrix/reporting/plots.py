@@ -23,6 +23,7 @@ OUTCOME_COLORS = {
     "unresolved": "#868e96",
     "env_mismatch": "#1864ab",
     "wrong_transport": "#0b7285",
+    "slow": "#fab005",
     "fail": "#d62728",
 }
 NOT_RUN = "#e9ecef"
@@ -81,7 +82,7 @@ def matrix_heatmap(model: MatrixModel) -> str:
             if cell is not None and cell.line:
                 lines += textwrap.wrap(cell.line, 20)[: 1 if transpose else 2]
             ax.text(j, i, "\n".join(lines), ha="center", va="center", fontsize=6.5,
-                    color="black" if cell is None else "white")
+                    color="black" if cell is None or cell.outcome == "slow" else "white")
     ax.imshow(image, aspect="auto")
     ax.set_xticks(range(ncols), cols, rotation=0 if transpose else 20, ha="center" if transpose else "right")
     ax.set_yticks(range(nrows), rows)

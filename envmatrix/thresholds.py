@@ -1,0 +1,239 @@
+"""Expected-bandwidth thresholds (pure): a measured cell below its expectation is ``slow``.
+
+Expectations come from a config's ``expect:`` block (busbw floors in GB/s or time ceilings in
+us, per collective and message size, optionally per grid) or from a recorded run
+(``--baseline RUN_DIR --tolerance 10%``: each stored point of the same setup, grid and backend,
+less the tolerance). :func:`judge` is the one place that turns a verdict into the ``slow``
+outcome; :func:`evaluate_thresholds` is the verdict alone (host bisect calls it).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import asdict, dataclass, field
+from typing import Any, Iterable, Mapping, Optional, Sequence
+
+from envmatrix.errors import ConfigError, did_you_mean
+from envmatrix.results import PASS, SLOW, ProbeResult
+
+BUSBW = "busbw_gbps"  # a floor: measured below it is slow
+TIME = "time_us"  # a ceiling: measured above it is slow
+METRICS = {BUSBW: "GB/s", TIME: "us"}
+EXPECT_EXAMPLE = "expect: {allreduce: {64M: {busbw_gbps: 250}}, 1x4: {alltoall: {1G: {time_us: 4000}}}}"
+_GRID_KEY = re.compile(r"^\d+x\d+$")
+
+
+@dataclass(frozen=True)
+class Expectation:
+    collective: str
+    size_bytes: int
+    metric: str  # BUSBW or TIME
+    value: float
+    grid: Optional[str] = None  # None: every grid
+    setup: Optional[str] = None  # None: every setup (a baseline names its own)
+    backend: Optional[str] = None
+    source: str = "expect"  # where the number came from, shown next to it
+
+    def applies_to(self, result: ProbeResult) -> bool:
+        return all(want in (None, have) for want, have in
+                   ((self.grid, result.grid), (self.setup, result.setup_name), (self.backend, result.backend)))
+
+
+@dataclass
+class Check:
+    collective: str
+    size_bytes: int
+    metric: str
+    expected: float
+    measured: Optional[float]  # None: the run has no such point
+    source: str
+
+    @property
+    def met(self) -> Optional[bool]:
+        if self.measured is None:
+            return None
+        return self.measured >= self.expected if self.metric == BUSBW else self.measured <= self.expected
+
+    def line(self) -> str:
+        from envmatrix.bench.sizes import format_size
+
+        unit, name = METRICS[self.metric], "busbw" if self.metric == BUSBW else "time"
+        what = f"{self.collective} {format_size(self.size_bytes)} {name}"
+        if self.measured is None:
+            return f"{what} not measured (expected {_num(self.expected)} {unit}, {self.source})"
+        relation = {True: ">=" if self.metric == BUSBW else "<=", False: "<" if self.metric == BUSBW else ">"}[bool(self.met)]
+        return f"{what} {_num(self.measured)} {unit} {relation} expected {_num(self.expected)} {unit} ({self.source})"
+
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self), "met": self.met, "line": self.line()}
+
+
+@dataclass
+class ThresholdVerdict:
+    checks: list[Check] = field(default_factory=list)
+
+    @property
+    def shortfalls(self) -> list[Check]:
+        return [c for c in self.checks if c.met is False]
+
+    @property
+    def slow(self) -> bool:
+        return bool(self.shortfalls)
+
+    def line(self) -> str:
+        """The root-cause line of a slow cell: the worst shortfall first, then how many more."""
+        worst = sorted(self.shortfalls, key=_ratio)
+        more = f" (+{len(worst) - 1} more below expectation)" if len(worst) > 1 else ""
+        return worst[0].line() + more if worst else ""
+
+
+def _num(x: float) -> str:
+    return f"{x:.3g}" if abs(x) < 1000 else f"{x:.0f}"
+
+
+def _ratio(check: Check) -> float:
+    """measured/expected as a fraction of what was wanted (lower = worse), for ordering shortfalls."""
+    if not check.measured or not check.expected:
+        return 0.0
+    return check.measured / check.expected if check.metric == BUSBW else check.expected / check.measured
+
+
+def measured_points(result: ProbeResult) -> dict[tuple[str, int, str], float]:
+    """(collective, size, metric) -> value; out-of-place rows when a run has both (as nccl-tests' headline)."""
+    from envmatrix.reporting.bench_tables import headline_bw
+
+    rows = [m for m in result.metrics if not m.get("in_place")] or list(result.metrics)
+    points: dict[tuple[str, int, str], float] = {}
+    for m in rows:
+        key = (str(m.get("collective")), int(m.get("size_bytes") or 0))
+        if headline_bw(m) is not None:
+            points[(*key, BUSBW)] = float(headline_bw(m))
+        if m.get("time_us") is not None:
+            points[(*key, TIME)] = float(m["time_us"])
+    return points
+
+
+def evaluate_thresholds(result: ProbeResult, expectations: Sequence[Expectation]) -> ThresholdVerdict:
+    """Every expectation that applies to ``result``, with what it measured; a grid's own beats the general one."""
+    chosen: dict[tuple[str, str, int, str], Expectation] = {}
+    for exp in expectations:
+        if not exp.applies_to(result):
+            continue
+        key = (exp.source, exp.collective, exp.size_bytes, exp.metric)
+        if key not in chosen or (chosen[key].grid is None and exp.grid is not None):
+            chosen[key] = exp
+    points = measured_points(result)
+    return ThresholdVerdict([
+        Check(e.collective, e.size_bytes, e.metric, e.value, points.get((e.collective, e.size_bytes, e.metric)), e.source)
+        for e in chosen.values()
+    ])
+
+
+def judge(result: ProbeResult, expectations: Sequence[Expectation]) -> ProbeResult:
+    """Set ``slow`` (or back to ``pass``) from the current expectations; other failures stay as they are."""
+    verdict = evaluate_thresholds(result, expectations)
+    result.thresholds = [c.to_json() for c in verdict.checks]
+    if result.outcome not in (PASS, SLOW):
+        return result
+    if verdict.slow:
+        line = verdict.line()
+        result.outcome, result.root_cause = SLOW, {"rank": None, "outcome": SLOW, "line": line, "error": line}
+    elif result.outcome == SLOW:
+        result.outcome, result.root_cause = PASS, {}
+    return result
+
+
+# ---- the expect: block ----------------------------------------------------------------------------------------
+
+def parse_expect(block: Any, where: str) -> tuple[Expectation, ...]:
+    """``expect:`` -> expectations; keys are collectives (every grid) or grid labels holding collectives."""
+    if block in (None, {}):
+        return ()
+    if not isinstance(block, Mapping):
+        raise ConfigError(f"{where}: expect: {block!r} is not a mapping; allowed: {EXPECT_EXAMPLE}")
+    out: list[Expectation] = []
+    for key, value in block.items():
+        key = str(key)
+        if _GRID_KEY.match(key):
+            from envmatrix.planning.grid import parse_grid
+
+            grid = parse_grid(key, f"{where}: expect.{key}").label
+            if not isinstance(value, Mapping):
+                raise ConfigError(f"{where}: expect.{key}: {value!r} is not a mapping; allowed: collectives, e.g. "
+                                  f"expect.{key}.allreduce.64M.busbw_gbps=250")
+            for collective, sizes in value.items():
+                out += _collective(str(collective), sizes, f"{where}: expect.{key}", grid)
+        else:
+            out += _collective(key, value, f"{where}: expect", None)
+    return tuple(out)
+
+
+def _collective(name: str, sizes: Any, where: str, grid: Optional[str]) -> list[Expectation]:
+    from envmatrix.bench.formulas import COLLECTIVES
+    from envmatrix.bench.sizes import parse_size
+
+    if name not in COLLECTIVES:
+        raise ConfigError(f"{where}.{name}: unknown collective{did_you_mean(name, COLLECTIVES)}; allowed: "
+                          f"{', '.join(COLLECTIVES)}, or a grid such as 1x4 holding them")
+    if not isinstance(sizes, Mapping) or not sizes:
+        raise ConfigError(f"{where}.{name}: {sizes!r} is not a mapping of sizes; allowed: e.g. {name}: {{64M: {{busbw_gbps: 250}}}}")
+    out = []
+    for size_key, spec in sizes.items():
+        at = f"{where}.{name}.{size_key}"
+        size = parse_size(size_key, at)
+        if not isinstance(spec, Mapping) or not spec:
+            raise ConfigError(f"{at}: {spec!r} is not a mapping; allowed: {{busbw_gbps: N}} (GB/s floor) or {{time_us: N}} (us ceiling)")
+        for metric, value in spec.items():
+            if metric not in METRICS:
+                raise ConfigError(f"{at}: unknown key {metric!r}{did_you_mean(str(metric), METRICS)}; allowed: "
+                                  f"busbw_gbps (GB/s floor), time_us (us ceiling)")
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+                raise ConfigError(f"{at}.{metric}: {value!r} is not allowed; allowed: a number > 0 ({METRICS[metric]})")
+            out.append(Expectation(name, size, metric, float(value), grid=grid))
+    return out
+
+
+# ---- baselines ---------------------------------------------------------------------------------------------
+
+def parse_percent(text: Any, flag: str) -> float:
+    """``10%``, ``10`` (percent) or ``0.1`` (a fraction below 1) -> percent in [0, 100)."""
+    raw = str(text).strip()
+    try:
+        value = float(raw.rstrip("%"))
+    except ValueError:
+        raise ConfigError(f"{flag} {text!r}: not a number; allowed: a percentage such as 5% or 2.5") from None
+    if not raw.endswith("%") and 0 < value < 1:
+        value *= 100.0
+    if not 0 <= value < 100:
+        raise ConfigError(f"{flag} {text!r}: out of range; allowed: 0% <= {flag.lstrip('-')} < 100%")
+    return value
+
+
+def baseline_expectations(results: Iterable[ProbeResult], tolerance_pct: float, source: str) -> tuple[Expectation, ...]:
+    """Each passing (or slow) stored point becomes a busbw floor for the same setup, grid and backend."""
+    out = []
+    for result in results:
+        if result.outcome not in (PASS, SLOW):
+            continue
+        for (collective, size, metric), value in sorted(measured_points(result).items()):
+            if metric != BUSBW or value <= 0:
+                continue
+            floor = value * (1 - tolerance_pct / 100.0)
+            out.append(Expectation(collective, size, BUSBW, floor, grid=result.grid, setup=result.setup_name,
+                                   backend=result.backend, source=f"{source}: {_num(value)} GB/s -{tolerance_pct:g}%"))
+    return tuple(out)
+
+
+def load_baseline(run_dir: str, tolerance: Any) -> tuple[Expectation, ...]:
+    """``--baseline RUN_DIR --tolerance T``: floors from that run's store (read, never written)."""
+    tolerance_pct = parse_percent(tolerance, "--tolerance")
+    from envmatrix.reporting.html_model import load_results
+
+    # bisect/search probes share the store but are not the run's cells
+    results = [r for r in load_results(run_dir, "--baseline") if not str(r.sweep_id or "").startswith(("bisect-", "search-"))]
+    found = baseline_expectations(results, tolerance_pct, f"baseline {os.path.basename(os.path.abspath(run_dir))}")
+    if not found:
+        raise ConfigError(f"--baseline {run_dir}: no passing run with bandwidth figures in its store; allowed: a run "
+                          f"directory of a bench or a sweep with probe.bench")
+    return found
