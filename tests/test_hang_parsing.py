@@ -149,3 +149,30 @@ def test_query_ras_gives_none_when_nothing_or_something_else_answers():
     assert query_ras("127.0.0.1", closed, timeout_s=1) is None
     port, _ = _ras_server(["HTTP/1.1 400 Bad Request\n"])
     assert query_ras("127.0.0.1", port, timeout_s=2) is None
+
+
+def test_stall_and_topology_params_are_checked():
+    import pytest
+
+    from envmatrix.errors import ConfigError
+    from envmatrix.probes.base import get_probe
+
+    probe = get_probe("builtin")
+    assert probe.spec({"stall": {"rank": 1, "seq": 2}}).params["stall"] == {"rank": 1, "seq": 2}
+    for bad in ({"rank": 1}, {"rank": -1, "seq": 1}, {"rank": 0, "seq": 0}, {"rank": True, "seq": 1}, "1:2"):
+        with pytest.raises(ConfigError, match=r"^probe.stall: .* not allowed; allowed: null or \{rank: R >= 0, seq: N >= 1\}$"):
+            probe.spec({"stall": bad})
+    with pytest.raises(ConfigError, match="^probe.nccl_dump_topology: 'yes' not allowed; allowed: true, false$"):
+        probe.spec({"nccl_dump_topology": "yes"})
+
+
+BLOCKED_IN_INIT = BLOCKED_IN_ALLREDUCE.replace("line 2806 in all_reduce", "line 1710 in init_process_group")
+
+
+def test_a_rank_that_cannot_answer_is_the_culprit():
+    """A SIGSTOPped rank runs no signal handler: its peers answer from the rendezvous it never joined."""
+    stopped = RankResult(rank=1, hostname="node1", killed_by="timeout", phase="import")
+    waiting = [RankResult(rank=r, hostname=f"node{r}", killed_by="timeout", phase="init") for r in (0, 2)]
+    line = diagnose([waiting[0], stopped, waiting[1]], {0: BLOCKED_IN_INIT, 2: BLOCKED_IN_INIT}, {})["line"]
+    assert line == ("rank 1 on host node1 did not answer the stack request (stopped, or wedged outside Python) in "
+                    "phase import; ranks 0,2 wait in init_process_group (rendezvous)")

@@ -96,10 +96,13 @@ class RankState:
     collective: Optional[str]  # collective the stack blocks in
     frame: Optional[Frame]
     has_stack: bool
+    phase: Optional[str] = None  # last phase the rank reported (import, init, collectives, ...)
 
     def label(self) -> str:
-        name = self.collective or self.marker or "an unknown place"
-        return f"{name} (seq {self.seq})" if self.seq is not None else name
+        if self.collective == "init" or (not self.collective and not self.marker and self.phase == "init"):
+            return "init_process_group (rendezvous)"
+        name = self.collective or self.marker or (f"phase {self.phase}" if self.phase else "an unknown place")
+        return f"{name} (seq {self.seq})" if self.seq is not None and name == (self.collective or self.marker) else name
 
 
 def rank_state(rank: RankResult, stack_text: str) -> RankState:
@@ -107,17 +110,27 @@ def rank_state(rank: RankResult, stack_text: str) -> RankState:
     progress = rank.progress or {}
     seq = progress.get("seq")
     return RankState(rank.rank, rank.hostname or f"node{rank.node}", rank.killed_by == "timeout",
-                     progress.get("collective"), int(seq) if seq is not None else None, collective, frame, bool(stack_text.strip()))
+                     progress.get("collective"), int(seq) if seq is not None else None, collective, frame,
+                     bool(stack_text.strip()), rank.phase)
+
+
+def _behind(s: RankState) -> tuple[int, int]:
+    return (s.seq if s.seq is not None else -1, s.rank)
 
 
 def _culprit(states: Sequence[RankState]) -> RankState:
-    """The rank that explains the others: one outside any collective while peers wait in one, else the one
-    furthest behind (lowest sequence number), else the lowest rank."""
-    waiting = [s for s in states if s.collective and s.collective not in ("init", "destroy")]
-    outside = [s for s in states if s.has_stack and not s.collective]
+    """The rank that explains the others, in this order: one that could not even run its signal handler
+    (stopped, or wedged in native code) while peers answered; one outside any collective while peers wait
+    in one; the one furthest behind (lowest sequence number); the lowest rank."""
+    answered = [s for s in states if s.has_stack]
+    silent = [s for s in states if not s.has_stack]
+    if answered and silent:
+        return min(silent, key=_behind)
+    waiting = [s for s in answered if s.collective and s.collective != "destroy"]
+    outside = [s for s in answered if not s.collective]
     if waiting and outside:
-        return min(outside, key=lambda s: (s.seq if s.seq is not None else -1, s.rank))
-    return min(states, key=lambda s: (s.seq if s.seq is not None else -1, s.rank))
+        return min(outside, key=_behind)
+    return min(states, key=_behind)
 
 
 def summary_line(states: Sequence[RankState]) -> Optional[str]:
@@ -126,7 +139,10 @@ def summary_line(states: Sequence[RankState]) -> Optional[str]:
     if not alive:
         return None
     culprit = _culprit(alive)
-    if culprit.has_stack and not culprit.collective and culprit.frame is not None:
+    if not culprit.has_stack and any(s.has_stack for s in alive):
+        head = (f"rank {culprit.rank} on host {culprit.host} did not answer the stack request (stopped, or wedged "
+                f"outside Python) in {culprit.label()}")
+    elif culprit.has_stack and not culprit.collective and culprit.frame is not None:
         head = f"rank {culprit.rank} on host {culprit.host} stuck outside any collective at {culprit.frame.short()}"
         if culprit.marker:
             head += f", before {culprit.label()}"
@@ -135,7 +151,7 @@ def summary_line(states: Sequence[RankState]) -> Optional[str]:
     groups: dict[str, list[int]] = {}
     for s in alive:
         if s is not culprit:
-            groups.setdefault(s.label() if (s.collective or s.marker) else "an unknown place", []).append(s.rank)
+            groups.setdefault(s.label(), []).append(s.rank)
     parts = [head] + [f"rank{'s' if len(r) > 1 else ''} {compress_ranks(r)} wait in {where}" for where, r in groups.items()]
     done = [s.rank for s in states if not s.alive]
     if done:

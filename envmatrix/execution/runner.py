@@ -113,6 +113,9 @@ def execute(
     if problem:
         outcome, cause = ENV_MISMATCH, {"rank": first, "outcome": ENV_MISMATCH, "line": problem, "error": problem}
     nccl = nccl_facts(logs)
+    # probe.nccl_dump_topology: NCCL wrote these into the run dir (rank 0 only, NCCL_*_DUMP_FILE_RANK)
+    dumps = {key: os.path.join(workdir, name) for key, name in (("topo_dump", "nccl_topo.xml"), ("graph_dump", "nccl_graph.xml"))}
+    nccl.update({key: path for key, path in dumps.items() if os.path.isfile(path)})
     violation = transport_violation(nccl, params.get("forbid_transport") or [])
     if violation and outcome == PASS:
         outcome, cause = WRONG_TRANSPORT, {"rank": 0, "outcome": WRONG_TRANSPORT, "line": violation, "error": violation}
