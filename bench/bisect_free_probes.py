@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import itertools
 import statistics
-from pathlib import Path
 
 import yaml
 
 from envmatrix.bisect.peel import find_all_culprits
 from envmatrix.bisect import PASS
+from envmatrix.paths import conf_dir
 
 
 def atoms_of(setup: dict) -> list[str]:
@@ -33,7 +33,7 @@ def atoms_of(setup: dict) -> list[str]:
 
 
 def main() -> int:
-    conf = yaml.safe_load(Path(__file__).resolve().parent.parent.joinpath("conf", "aws_ofi.yaml").read_text())
+    conf = yaml.safe_load((conf_dir() / "aws_ofi.yaml").read_text())
     setups = {k: atoms_of(v) for k, v in conf["setups"].items()}
     atoms = setups["0"]
     index = {a: i for i, a in enumerate(atoms)}

@@ -27,6 +27,7 @@ import sys
 from pathlib import Path
 from typing import Any, Optional
 
+# this script's checkout: its import path and the test data it replays (packaged data: envmatrix.paths)
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 

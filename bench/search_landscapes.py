@@ -34,6 +34,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Optional
 
+# this script's checkout: its import path and the recorded results under bench/ (packaged data: envmatrix.paths)
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
@@ -168,7 +169,9 @@ def family_table(family: str, seed: int) -> tuple[SearchSpace, dict[tuple, float
         from search_efficiency import load_search, table_from_store
 
         grid = family.split("_", 1)[1]
-        space, objectives, _ = load_search(REPO / "conf" / f"search_h200_{grid}.yaml")
+        from envmatrix.paths import conf_dir
+
+        space, objectives, _ = load_search(conf_dir() / f"search_h200_{grid}.yaml")
         raw = table_from_store(REPO / "bench" / "results" / "h200_search" / f"exhaustive_{grid}.sqlite.gz", space, objectives)
         return space, {r: v[0] for r, v in raw.items()}
     raise SystemExit(f"unknown family {family!r}")
