@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from envmatrix.hostinfo import nccl_conf_files, parse_gpu_list, parse_nccl_conf, visible_count
+from envmatrix.execution.hostinfo import nccl_conf_files, parse_gpu_list, parse_nccl_conf, visible_count
 
 from conftest import write_conf
 

@@ -49,7 +49,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
     from envmatrix.app.bench import prepare_bench
     from envmatrix.config.resolve import resolve_backend
-    from envmatrix.hostinfo import host_facts
+    from envmatrix.execution.hostinfo import host_facts
     from envmatrix.store import open_store
     from envmatrix.store.lock import exclusive
     from envmatrix.app.sweep import run_sweep

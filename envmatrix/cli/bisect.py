@@ -113,7 +113,7 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     from envmatrix.bisect.report import render_markdown
     from envmatrix.catalog import load_catalog
     from envmatrix.cli.common import make_console, prepare
-    from envmatrix.hostinfo import host_facts
+    from envmatrix.execution.hostinfo import host_facts
     from envmatrix.store import open_store
 
     if args.max_probes is not None and args.max_probes < 2:

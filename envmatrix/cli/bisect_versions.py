@@ -14,7 +14,7 @@ def run_version_bisect(args: Any, inp: Any, gpus: list, pins: dict, probe: Any, 
     from envmatrix.bisect.driver import ProbeContext, run_env
     from envmatrix.bisect.versions import bisect_versions, parse_versions_file, version_atoms
     from envmatrix.planning.grid import parse_grid
-    from envmatrix.hostinfo import host_facts
+    from envmatrix.execution.hostinfo import host_facts
     from envmatrix.store import open_store
 
     if args.versions_file:

@@ -11,7 +11,7 @@ def prepare(args: argparse.Namespace):
     from envmatrix.config import compose_config
     from envmatrix.config.resolve import resolve
     from envmatrix.env.merge import caller_pins
-    from envmatrix.hostinfo import gpu_inventory
+    from envmatrix.execution.hostinfo import gpu_inventory
 
     gpus = gpu_inventory()
     pins = caller_pins()

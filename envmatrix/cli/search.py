@@ -55,7 +55,7 @@ def prepare_search(args: argparse.Namespace) -> dict[str, Any]:
     from envmatrix.config import compose_config
     from envmatrix.config.resolve import resolve
     from envmatrix.env.merge import caller_pins
-    from envmatrix.hostinfo import gpu_inventory
+    from envmatrix.execution.hostinfo import gpu_inventory
     from envmatrix.search.objective import parse_objectives
     from envmatrix.search.space import parse_search_space
     from envmatrix.search.study import parse_settings
@@ -96,7 +96,7 @@ def cmd_search(args: argparse.Namespace) -> int:
 
     optuna = require("optuna", "search", "envmatrix search")
 
-    from envmatrix.hostinfo import host_facts
+    from envmatrix.execution.hostinfo import host_facts
     from envmatrix.search.evaluate import ProbeEvaluator
     from envmatrix.search.report import build_report, print_report, render_markdown
     from envmatrix.search.study import (

@@ -90,7 +90,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def _sweep(args: argparse.Namespace, console, pool) -> int:
-    from envmatrix.hostinfo import host_facts
+    from envmatrix.execution.hostinfo import host_facts
     from envmatrix.reporting import build_matrix, write_reports
     from envmatrix.reporting.console import LiveProgress, matrix_tables
     from envmatrix.reporting.html import preload_renderer

@@ -39,7 +39,7 @@ def likely_ranks(environ: Mapping[str, str]) -> int:
     visible GPU (device nodes, no nvidia-smi), else 2 (the smallest multi-rank grid on CPU)."""
     import glob
 
-    from envmatrix.hostinfo import visible_count
+    from envmatrix.execution.hostinfo import visible_count
 
     gpus = visible_count(len(glob.glob("/dev/nvidia[0-9]*")), environ)
     return gpus or 2
