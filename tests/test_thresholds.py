@@ -18,7 +18,7 @@ import pytest
 from conftest import write_conf
 from envmatrix.errors import ConfigError
 from envmatrix.results import OUTCOMES, PASS, SLOW, ProbeResult
-from envmatrix.thresholds import (BUSBW, TIME, Expectation, baseline_expectations, evaluate_thresholds, judge,
+from envmatrix.reporting.thresholds import (BUSBW, TIME, Expectation, baseline_expectations, evaluate_thresholds, judge,
                                   parse_expect, parse_percent)
 
 

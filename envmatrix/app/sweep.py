@@ -20,7 +20,7 @@ from envmatrix.planning.plan import Run, plan_runs
 from envmatrix.probes import get_probe
 from envmatrix.results import ProbeResult
 from envmatrix.store.base import ResultStore
-from envmatrix.thresholds import judge
+from envmatrix.reporting.thresholds import judge
 
 
 def sweep_id(inp: SweepInput, runs: list[Run]) -> str:

@@ -24,7 +24,7 @@ def prepare(args: argparse.Namespace):
     if getattr(args, "baseline", None):
         import dataclasses
 
-        from envmatrix.thresholds import load_baseline
+        from envmatrix.reporting.thresholds import load_baseline
 
         floors = load_baseline(args.baseline, "10%" if args.tolerance is None else args.tolerance)
         inp = dataclasses.replace(inp, expectations=inp.expectations + floors)

@@ -150,7 +150,7 @@ def compose_config(overrides: Sequence[str]) -> tuple[Any, Path]:
         if key not in allowed:
             raise ConfigError(f"{conf_file}: unknown key {key!r}{suggest_key(str(key))}; allowed: {', '.join(allowed)}")
     if content.get("expect") is not None:
-        from envmatrix.thresholds import parse_expect
+        from envmatrix.reporting.thresholds import parse_expect
 
         parse_expect(content["expect"], conf_file.name)  # before Hydra, whose type error names no key
     _check_override_syntax(rest)

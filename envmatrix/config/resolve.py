@@ -152,7 +152,7 @@ def resolve(
     probe_params = dict(data.get("probe") or {})
     probe = get_probe(str(probe_params.pop("name", "builtin")))
     spec = probe.spec(probe_params, where="probe", backend=backend)
-    from envmatrix.thresholds import parse_expect
+    from envmatrix.reporting.thresholds import parse_expect
 
     expectations = parse_expect(data.get("expect"), where)
     return SweepInput(

@@ -70,7 +70,7 @@ class RunDiff:
 
 def parse_threshold(text: str) -> float:
     """``5%``, ``5`` (percent) or ``0.05`` (fraction below 1) -> percent."""
-    from envmatrix.thresholds import parse_percent
+    from envmatrix.reporting.thresholds import parse_percent
 
     return parse_percent(text, "--busbw-drop")
 
