@@ -1,8 +1,8 @@
 """The one collectives table: name, nccl-tests binary, busbw factor, in-rank builder.
 
-The bench formulas, the nccl-tests parser (binary -> collective) and the rank
+The bench formulas, the nccl-tests parser (binary -> collective), the rank
 bench engine (probes/bench_engine.py: builder functions, direct launches,
-blocking-only patterns) all read :data:`ALL`; adding a collective is one row
+blocking-only patterns) and the tuner-file export (search/export.py) all read :data:`ALL`; adding a collective is one row
 here plus its builder function in the engine.
 
 Source: NVIDIA nccl-tests doc/PERFORMANCE.md and the ``*GetBw`` functions in
@@ -37,6 +37,8 @@ class CollectiveSpec:
     direct: bool = False
     # a data dependency inside (a local sum, a reused send buffer): each call completes before the next
     blocking_only: bool = False
+    # collective_type in the NCCL CSV tuner plugin's file (search export); None: the tuner cannot steer it (p2p-based)
+    tuner_name: Optional[str] = None
 
 
 def _ring(n: int) -> float:
@@ -52,12 +54,12 @@ def _one(n: int) -> float:
 
 
 COLLECTIVES: dict[str, CollectiveSpec] = {
-    "allreduce": CollectiveSpec("allreduce", _ring, False, "all_reduce_perf", "build_allreduce", direct=True),
-    "allgather": CollectiveSpec("allgather", _gather, True, "all_gather_perf", "build_allgather", direct=True),
-    "reduce_scatter": CollectiveSpec("reduce_scatter", _gather, True, "reduce_scatter_perf", "build_reduce_scatter", direct=True),
+    "allreduce": CollectiveSpec("allreduce", _ring, False, "all_reduce_perf", "build_allreduce", direct=True, tuner_name="allreduce"),
+    "allgather": CollectiveSpec("allgather", _gather, True, "all_gather_perf", "build_allgather", direct=True, tuner_name="allgather"),
+    "reduce_scatter": CollectiveSpec("reduce_scatter", _gather, True, "reduce_scatter_perf", "build_reduce_scatter", direct=True, tuner_name="reducescatter"),
     "alltoall": CollectiveSpec("alltoall", _gather, True, "alltoall_perf", "build_alltoall", direct=True),
-    "broadcast": CollectiveSpec("broadcast", _one, False, "broadcast_perf", "build_broadcast", direct=True),
-    "reduce": CollectiveSpec("reduce", _one, False, "reduce_perf", "build_reduce"),
+    "broadcast": CollectiveSpec("broadcast", _one, False, "broadcast_perf", "build_broadcast", direct=True, tuner_name="broadcast"),
+    "reduce": CollectiveSpec("reduce", _one, False, "reduce_perf", "build_reduce", tuner_name="reduce"),
     "sendrecv": CollectiveSpec("sendrecv", _one, False, "sendrecv_perf", "build_sendrecv"),
 }
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import Any, Optional, Sequence
 
+from envmatrix.bench.formulas import ALL
 from envmatrix.env.atoms import PATH_OPS, SET, UNSET, Setup
 from envmatrix.errors import ConfigError
 from envmatrix.search.objective import Objective
@@ -26,8 +27,7 @@ from envmatrix.search.space import SearchSpace
 from envmatrix.search.study import STUDY_ATTR
 
 TUNER_HEADER = "collective_type,min_bytes,max_bytes,algorithm,protocol,channels,nNodes,nRanks,numPipeOps,regBuff"
-TUNER_COLLECTIVES = {"allreduce": "allreduce", "allgather": "allgather", "reduce_scatter": "reducescatter",
-                     "broadcast": "broadcast", "reduce": "reduce"}
+TUNER_COLLECTIVES = {name: spec.tuner_name for name, spec in ALL.items() if spec.tuner_name}
 TUNER_ALGOS = {"ring": "ring", "tree": "tree", "collnetdirect": "collnet_direct", "collnetchain": "collnet_chain",
                "nvls": "nvls", "nvlstree": "nvls_tree", "pat": "pat"}
 TUNER_PROTOS = {"ll": "ll", "ll128": "ll128", "simple": "simple"}

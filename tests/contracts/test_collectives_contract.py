@@ -58,6 +58,14 @@ def test_every_nccl_tests_collective_has_a_documented_factor():
     assert set(COLLECTIVES) == set(NCCL_TESTS_BUS_FACTOR)
 
 
+def test_tuner_names_are_nccls_and_the_export_reads_them_from_the_table():
+    from envmatrix.search.export import TUNER_COLLECTIVES
+
+    # ncclFunc_t names the NCCL CSV tuner plugin (plugins/tuner/example) accepts as collective_type
+    assert {s.tuner_name for s in ALL.values() if s.tuner_name} == {"broadcast", "reduce", "allgather", "reducescatter", "allreduce"}
+    assert TUNER_COLLECTIVES == {n: s.tuner_name for n, s in ALL.items() if s.tuner_name}
+
+
 def test_blocking_patterns_are_measured_call_by_call():
     for name, spec in ALL.items():
         assert (bench_engine.effective_timing("host", name) == "blocking") == spec.blocking_only
