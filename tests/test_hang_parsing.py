@@ -176,3 +176,30 @@ def test_a_rank_that_cannot_answer_is_the_culprit():
     line = diagnose([waiting[0], stopped, waiting[1]], {0: BLOCKED_IN_INIT, 2: BLOCKED_IN_INIT}, {})["line"]
     assert line == ("rank 1 on host node1 did not answer the stack request (stopped, or wedged outside Python) in "
                     "phase import; ranks 0,2 wait in init_process_group (rendezvous)")
+
+
+def test_bench_marker_names_the_size():
+    ranks = [RankResult(rank=r, hostname="h", killed_by="timeout", progress={"collective": "allreduce@1048576", "seq": 9})
+             for r in range(2)]
+    line = diagnose(ranks, {0: BLOCKED_IN_ALLREDUCE, 1: BLOCKED_IN_ALLREDUCE}, {})["line"]
+    assert line == "rank 0 on host h stuck in allreduce@1048576 (seq 9); rank 1 wait in allreduce@1048576 (seq 9)"
+
+
+# NCCL collectives are asynchronous: a rank whose peer skipped one blocks in the next CUDA sync, not in all_gather.
+BLOCKED_IN_CUDA_SYNC = BLOCKED_IN_ALLREDUCE.replace(
+    '  File "/venv/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py", line 2806 in all_reduce\n'
+    '  File "/venv/lib/python3.11/site-packages/torch/distributed/c10d_logger.py", line 81 in wrapper\n',
+    '  File "/venv/lib/python3.11/site-packages/torch/cuda/__init__.py", line 1040 in synchronize\n')
+
+
+def test_cuda_sync_counts_as_waiting_in_the_marked_collective():
+    stalled = BLOCKED_IN_ALLREDUCE.replace(
+        '  File "/venv/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py", line 2806 in all_reduce\n'
+        '  File "/venv/lib/python3.11/site-packages/torch/distributed/c10d_logger.py", line 81 in wrapper\n'
+        '  File "/src/envmatrix/probes/rank_main.py", line 108 in run_checks\n',
+        '  File "/src/envmatrix/probes/rank_main.py", line 94 in stall_here\n')
+    ranks = [RankResult(rank=r, hostname=f"g{r}", killed_by="timeout", progress={"collective": "allgather", "seq": 2})
+             for r in range(2)]
+    line = diagnose(ranks, {0: BLOCKED_IN_CUDA_SYNC, 1: stalled}, {})["line"]
+    assert line == ("rank 1 on host g1 stuck outside any collective at rank_main.py:94 in stall_here, before allgather "
+                    "(seq 2); rank 0 wait in allgather (seq 2)")

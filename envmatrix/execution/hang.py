@@ -27,6 +27,7 @@ STACK_SIGNAL = signal.SIGUSR1
 RAS_PORT = 28028  # NCCL_RAS_CLIENT_PORT (src/ras/ras_internal.h)
 RAS_CLIENT_PROTOCOL = 2
 NCCL_TAIL_LINES = 8
+CUDA_SYNC = "cuda-sync"  # blocked in torch.cuda.synchronize: waiting for the collective the marker names
 
 # torch.distributed functions -> the collective names the probe's markers use.
 _COLLECTIVE_FUNCS = {
@@ -76,6 +77,9 @@ def where_stuck(stacks: Sequence[Sequence[Frame]]) -> tuple[Optional[str], Optio
         return None, None
     frames = main[0]
     collective = next((_COLLECTIVE_FUNCS[f.func] for f in frames if _is_torch_distributed(f) and f.func in _COLLECTIVE_FUNCS), None)
+    if collective is None and any(f.func == "synchronize" and "/torch/cuda/" in f.path.replace(os.sep, "/") for f in frames):
+        # NCCL collectives return at once; a rank whose peer never joined blocks in the next CUDA sync
+        collective = CUDA_SYNC
     own = next((f for f in frames if not _is_torch_distributed(f) and "/torch/" not in f.path), frames[0])
     return collective, own
 
@@ -101,8 +105,13 @@ class RankState:
     def label(self) -> str:
         if self.collective == "init" or (not self.collective and not self.marker and self.phase == "init"):
             return "init_process_group (rendezvous)"
-        name = self.collective or self.marker or (f"phase {self.phase}" if self.phase else "an unknown place")
-        return f"{name} (seq {self.seq})" if self.seq is not None and name == (self.collective or self.marker) else name
+        # a bench marker ("allreduce@1048576") says more than the stack's "allreduce" when the two agree
+        marked = self.marker if self.marker and self.marker.split("@")[0] in (self.collective, CUDA_SYNC) else None
+        marked = marked or (self.marker if self.collective == CUDA_SYNC else None)
+        name = marked or self.collective or self.marker
+        if name is None:
+            return f"phase {self.phase}" if self.phase else "an unknown place"
+        return f"{name} (seq {self.seq})" if self.seq is not None else name
 
 
 def rank_state(rank: RankResult, stack_text: str) -> RankState:

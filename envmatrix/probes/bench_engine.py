@@ -11,7 +11,7 @@ from __future__ import annotations
 import statistics
 import time
 import warnings
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 from envmatrix.bench.formulas import ALL, collective_spec
 from envmatrix.bench.sizes import aligned_count
@@ -27,6 +27,7 @@ class BenchContext:
         self.dtype = getattr(torch, dtype)
         self.type_size = torch.tensor([], dtype=self.dtype).element_size()
         self.direct = None  # envmatrix.probes.nccl_direct.DirectNccl when launches bypass torch's call path
+        self.enter: Optional[Callable[[str], Any]] = None  # progress marker before each (collective, size)
 
     def pattern(self, count: int, seed: int) -> Any:
         """Small integers that differ by position and by ``seed`` (a rank or chunk id)."""
@@ -401,6 +402,8 @@ def run_bench(
                 tried_direct = True
                 _barrier(c)  # torch creates its communicator lazily: make sure it exists before taking its pointer
                 c.direct = attach(c.dist, c.torch, c.device, str(c.dtype).replace("torch.", ""), c.world)
+            if c.enter is not None:
+                c.enter(f"{name}@{size}")
             run, verify = BUILDERS[name](c, count)
             for _ in range(warmup):
                 run()
