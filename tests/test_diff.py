@@ -71,6 +71,20 @@ def test_flips_carry_the_error_line():
     assert diff_runs([broken], [other], 5.0).changed_failure and not diff_runs([broken], [other], 5.0).regressed
 
 
+def test_slow_against_recorded_gpu_baseline_is_a_regression_with_measured_and_expected():
+    from envmatrix.thresholds import judge, load_baseline
+
+    a = gpu_result()
+    size = max(m["size_bytes"] for m in a.metrics if m["collective"] == "allreduce")
+    floors = load_baseline(str(GPU_BENCH), "10%")  # the recorded 2x2 H200 run's own store as the baseline
+    assert judge(copy.deepcopy(a), floors).outcome == "pass"
+    assert judge(slowed(a, "allreduce", size, 0.95), floors).outcome == "pass"  # inside the tolerance
+    slow = judge(slowed(a, "allreduce", size, 0.8), floors)
+    assert slow.outcome == "slow" and "< expected" in slow.root_cause["line"] and "-10%" in slow.root_cause["line"]
+    d = diff_runs([a], [slow], 50.0)  # a drop under diff's own threshold: the slow verdict alone is the regression
+    assert d.regressed and [(f.before, f.after) for f in d.broke] == [("pass", "slow")] and "expected" in d.broke[0].line
+
+
 def _store(path, results):
     with SqliteStore(str(path / "results.sqlite")) as store:
         for r in results:

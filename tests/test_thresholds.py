@@ -141,6 +141,15 @@ def test_threshold_cpu_cannot_meet_is_slow_everywhere(cli, tmp_path):
 
     dom = load_page(out / "report.html").dom  # real Chromium renders the new class
     assert 'tr class="outcome-slow"' in dom and "expected 100000 GB/s" in dom
+    # New expectations re-judge the stored cell without measuring again; the new verdict is stored too.
+    write_conf(conf, BENCH_CONF % "  1x2:\n    allreduce:\n      64K: {busbw_gbps: 0.000001}")
+    again = cli.run("sweep", f"conf={conf}", "--out", str(out))
+    assert again.returncode == 0 and "1 already in the store" in again.stdout, again.stdout + again.stderr
+    import sqlite3
+
+    with sqlite3.connect(out / "results.sqlite") as db:
+        assert [o for (o,) in db.execute("SELECT outcome FROM results ORDER BY seq")] == ["slow", "pass"]
+    assert 'class="outcome-slow"' not in (out / "report.html").read_text()
 
 
 @pytest.mark.slow
@@ -181,3 +190,21 @@ def test_baseline_then_rate_limited_link_is_slow(cli, tmp_path):
     # Measured against the same run's own figures, the baseline is met: the verdict is not a constant.
     again = cli.run(*bench, "--out", str(tmp_path / "again"), "--baseline", str(base), "--tolerance", "95%")
     assert again.returncode == 0, again.stdout + again.stderr
+
+
+@pytest.mark.parametrize("name, grid, floors", [("h200_expect_2gpu", "1x2", 14), ("h200_expect_4gpu", "1x4", 12)])
+def test_shipped_h200_thresholds_compose_and_every_floor_is_benched(name, grid, floors):
+    """The packaged configs compose like any conf=NAME, and their own bench sweep measures every point they judge."""
+    from omegaconf import OmegaConf
+
+    from envmatrix.bench.sizes import parse_size, size_sweep
+    from envmatrix.config import compose_config
+
+    cfg, path = compose_config([f"conf={name}"])
+    data = OmegaConf.to_container(cfg, resolve=True)
+    exps = parse_expect(data["expect"], path.name)
+    assert len(exps) == floors and data["grids"] == [grid] and all(e.metric == BUSBW and 100 < e.value < 400 for e in exps)
+    bench = data["probe"]["bench"]
+    sizes = size_sweep(parse_size(bench["min_bytes"]), parse_size(bench["max_bytes"]), bench["factor"])
+    assert {(e.collective, e.size_bytes) for e in exps} <= {(c, s) for c in bench["collectives"] for s in sizes}
+    assert "margin 10%" in path.read_text() and "h200_box.md" in path.read_text()
