@@ -72,7 +72,7 @@ def test_flips_carry_the_error_line():
 
 
 def test_slow_against_recorded_gpu_baseline_is_a_regression_with_measured_and_expected():
-    from envmatrix.thresholds import judge, load_baseline
+    from envmatrix.reporting.thresholds import judge, load_baseline
 
     a = gpu_result()
     size = max(m["size_bytes"] for m in a.metrics if m["collective"] == "allreduce")
