@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Probes launched by envmatrix's bisect over random culprit placements (issue 4's counting).
 
-Every probe counts: the baseline, verifying the failing env fails, the search,
-and the certificate probes (the repaired env passing is one of them).
+Every probe launched counts: verifying the failing env fails, the search, the
+certificate probes (the repaired env passing is one of them) and the baseline
+when it is launched (exact mode launches it only when no passing probe proves it).
 ``--certify explain`` (default) is what `envmatrix bisect` does before repair:
 each set fails alone, is minimal, and the env without all of them passes;
 ``--certify strict`` also proves that no other culprit set shares atoms with a
