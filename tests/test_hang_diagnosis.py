@@ -60,6 +60,12 @@ def test_mpirun_forwards_the_stack_request_to_its_ranks(cli, tmp_path):
     _check_diagnosis(result, stdout)
 
 
+def test_torchrun_agent_is_spared_and_its_ranks_answer(cli, tmp_path):
+    """torchrun's agent would die of SIGUSR1: its children (the shims) get it and pass it to the probes."""
+    result, stdout = _hang_run(cli, tmp_path, "torchrun", 60)  # cold starts: no warm pool under torchrun
+    _check_diagnosis(result, stdout)
+
+
 def test_passing_run_records_where_each_rank_ran(cli, tmp_path):
     conf = write_conf(tmp_path / "ok.yaml", "backend: gloo\ngrids: [2x2]\nsetups: {plain: {}}\nprobe: {timeout_s: 60, collectives: [allreduce]}\n")
     done = cli.run("sweep", f"conf={conf}", "--out", str(tmp_path / "o"))

@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
-from envmatrix.execution.processes import send_signal
+from envmatrix.execution.processes import children_of, send_signal
 from envmatrix.probes.delivery import compress_ranks
 from envmatrix.results import RankResult
 
@@ -256,8 +256,9 @@ class StackRequest:
     running have written them (or ``wait_s`` passes), then record the RAS status when asked to."""
 
     def __init__(self, workdir: str, ranks: Iterable[int], wait_s: float = 5.0,
-                 ras_address: Optional[tuple[str, int]] = None) -> None:
+                 ras_address: Optional[tuple[str, int]] = None, forwards: bool = True) -> None:
         self.workdir, self.ranks, self.wait_s, self.ras_address = workdir, tuple(ranks), wait_s, ras_address
+        self.forwards = forwards  # False: the launched process would die of SIGUSR1; signal its children (the shims)
         self.ras: Optional[str] = None
         self.fired = False
 
@@ -285,7 +286,7 @@ class StackRequest:
 
     def __call__(self, pids: list[int]) -> None:
         self.fired = True
-        send_signal(pids, STACK_SIGNAL)
+        send_signal(pids if self.forwards else children_of(pids), STACK_SIGNAL)
         deadline = time.monotonic() + self.wait_s
         if self.ras_address is not None:
             self.ras = query_ras(*self.ras_address, timeout_s=min(3.0, self.wait_s))

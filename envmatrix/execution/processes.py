@@ -136,6 +136,26 @@ def send_signal(pids: Sequence[int], sig: int) -> None:
             pass
 
 
+def children_of(pids: Sequence[int]) -> list[int]:
+    """Direct children of ``pids`` (from /proc), for launchers that do not forward signals to their ranks."""
+    wanted, found = set(pids), []
+    try:
+        entries = os.listdir("/proc")
+    except OSError:  # not Linux
+        return found
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as fh:
+                fields = fh.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[1]) in wanted:  # stat field 4: parent pid
+            found.append(int(entry))
+    return found
+
+
 def run_group(
     specs: Sequence[ProcessSpec],
     timeout_s: float,

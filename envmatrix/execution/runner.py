@@ -78,8 +78,10 @@ def execute(
     # NCCL's RAS listens on loopback by default: only asked when rank 0 runs on this host.
     local = plan.intended_env and plan.intended_env[0].get("MASTER_ADDR") in ("127.0.0.1", "localhost")
     stacks = StackRequest(workdir, [s.rank for s in plan.slots], wait_s=min(5.0, grace_s),
-                          ras_address=ras_address(plan.intended_env[0]) if run.backend == "nccl" and local else None)
-    outcomes = group(plan.processes, timeout_s=float(params["timeout_s"]), grace_s=grace_s, on_timeout=stacks)
+                          ras_address=ras_address(plan.intended_env[0]) if run.backend == "nccl" and local else None,
+                          forwards=getattr(launcher, "forwards_stack_signal", True))
+    outcomes = group(plan.processes, timeout_s=float(params["timeout_s"]), grace_s=grace_s,
+                     on_timeout=stacks if probe.answers_stack_request else None)
     finished = time.time()
     outcomes = [getattr(launcher, "map_outcome", lambda o: o)(o) for o in outcomes]  # e.g. mpirun's 128+N
     ranks, logs, reported = [], [], set()

@@ -54,6 +54,9 @@ class LaunchPlan:
 
 class Launcher(abc.ABC):
     name: str = ""
+    # The hang diagnosis sends SIGUSR1 to each launched process: a rank itself, or a launcher that passes it
+    # on to its ranks (mpirun, srun, Hydra). False: the launcher would die of it; its children get it instead.
+    forwards_stack_signal: bool = True
 
     @abc.abstractmethod
     def build(self, run: Run, ctx: LaunchContext) -> LaunchPlan:

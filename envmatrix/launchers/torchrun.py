@@ -23,6 +23,7 @@ from envmatrix.planning.plan import Run
 @register
 class TorchrunLauncher(ShimLauncher):
     name = "torchrun"
+    forwards_stack_signal = False  # the elastic agent handles TERM/INT/HUP/QUIT only; SIGUSR1 would kill it
 
     def launcher_binary_argv(self, opts: Mapping[str, Any]) -> list[str]:
         return [str(opts["binary"])] if opts["binary"] else [self.python, "-m", "torch.distributed.run"]

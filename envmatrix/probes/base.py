@@ -16,6 +16,9 @@ from envmatrix.results import CRASH, EXIT_ERROR, LAUNCH_ERROR, PASS, TIMEOUT, PE
 
 class Probe(abc.ABC):
     name: str = ""
+    # Its ranks dump their Python stacks on SIGUSR1 (execution.hang); for any other probe the signal would
+    # just kill the rank, so a timed-out run of it is killed without asking.
+    answers_stack_request: bool = False
     #: parameter -> default; unknown parameters are a config error
     defaults: Mapping[str, Any] = {}
 

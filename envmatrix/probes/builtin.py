@@ -75,6 +75,7 @@ def nccl_debug_env(params: Mapping[str, Any]) -> dict[str, str]:
 @register
 class BuiltinProbe(Probe):
     name = "builtin"
+    answers_stack_request = True  # rank_main.install_stack_dump
     defaults = {
         "collectives": list(COLLECTIVES),
         "numel": 4096,
