@@ -15,6 +15,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
+from cluster_fixture import ns_cluster  # noqa: F401  (fixture)
 from conftest import write_conf
 from envmatrix.errors import ConfigError
 from envmatrix.results import OUTCOMES, PASS, SLOW, ProbeResult
@@ -208,3 +209,24 @@ def test_shipped_h200_thresholds_compose_and_every_floor_is_benched(name, grid, 
     sizes = size_sweep(parse_size(bench["min_bytes"]), parse_size(bench["max_bytes"]), bench["factor"])
     assert {(e.collective, e.size_bytes) for e in exps} <= {(c, s) for c in bench["collectives"] for s in sizes}
     assert "margin 10%" in path.read_text() and "h200_box.md" in path.read_text()
+
+
+@pytest.mark.slow
+def test_rate_limited_host_link_on_the_namespace_cluster_is_slow_against_its_baseline(ns_cluster, cli, tmp_path):
+    """Two emulated hosts through a real mpirun: the unshaped run is the baseline, then one host's link gets tc htb."""
+    import yaml
+
+    cluster = ns_cluster(2)
+    probe = {"timeout_s": 60, "bench": {"collectives": ["allreduce"], "min_bytes": "256K", "max_bytes": "256K", "iters": 3, "warmup": 1}}
+    conf = tmp_path / "c.yaml"
+    conf.write_text(yaml.safe_dump(cluster.conf(grids=["2x1"], probe=probe)))
+    fast = cli.run("sweep", f"conf={conf}", "--out", str(tmp_path / "fast"), timeout=180)
+    assert fast.returncode == 0, fast.stdout[-2000:] + fast.stderr[-2000:]
+    cluster.rate_limit("node1", "4mbit")
+    slow = cli.run("sweep", f"conf={conf}", "--out", str(tmp_path / "slow"), "--baseline", str(tmp_path / "fast"),
+                   "--tolerance", "50%", timeout=180)
+    assert slow.returncode == 1, slow.stdout[-2000:] + slow.stderr[-2000:]
+    (stored,) = json.loads((tmp_path / "slow" / "results.json").read_text())["results"]
+    assert stored["outcome"] == "slow" and "(baseline fast:" in stored["root_cause"]["line"]
+    check = stored["thresholds"][0]
+    assert check["met"] is False and check["measured"] < check["expected"] / 5  # 4 Mbit/s: far below half the baseline
