@@ -8,7 +8,7 @@
 # `mpirun -np 2 ... -g 1` (default and -G 1). The single-process `-g 2` build (MPI=0) is measured beside it,
 # default timing only, to show how much the reference itself moves with the process layout.
 # Every part writes its own files under $OUT as it goes, so a failed part leaves the others' outputs:
-#   $OUT/fidelity_table.md, $OUT/fidelity_log.txt, $OUT/build_mpi{0,1}.log, $OUT/raw/ (stdout files + stores).
+#   $OUT/fidelity_table.md, $OUT/fidelity_log.txt, $OUT/build_mpi{0,1}.log, $OUT/raw.tgz (stdout files + stores).
 set -uo pipefail
 source bench/box_env.sh
 OUT=${OUT:-/tmp/fidelity_out}
@@ -108,7 +108,9 @@ for r in $(seq 1 "$repeats"); do
     nccl_tests g2 default "$r"; envmatrix_bench host "$r"; nccl_tests mpi default "$r"
   fi
   tables "$r"
+  tar -czf "$OUT/raw.tgz" -C "$OUT" raw 2>>"$log"  # the device tool returns few files: one archive, refreshed per repeat
 done
+rm -rf "$raw"
 echo "== done $(date -u +%T), $(( $(date +%s) - t_start )) s in all" >>"$log"
 grep -h -E "^(host|graph|nccl-tests).*: [0-9]+ pass" "$OUT/fidelity_table.md"
 grep -E "failed|rc=|skipped" "$log"

@@ -65,3 +65,22 @@ def test_direct_launch_path_stays_off_without_cuda_and_rows_say_torch():
 
     # no NCCL group on a CPU device: the engine keeps torch's calls (and records launch=torch per row)
     assert attach(dist, torch, torch.device("cpu"), "float32", 2) is None
+
+
+def test_direct_buffers_are_the_first_bytes_of_one_arena_per_direction_like_nccl_tests():
+    import torch
+
+    from envmatrix.probes.bench_engine import BenchContext
+    from envmatrix.probes.nccl_direct import Arena, arena
+
+    c = BenchContext(None, torch, torch.device("cpu"), 0, 2, 2, "float32")
+    assert c.send_buffer(values := torch.ones(4)) is values and c.recv_buffer(3).shape == (3,)  # no arena: torch's own
+    c.arena = Arena(torch.zeros(64, dtype=torch.uint8), torch.zeros(64, dtype=torch.uint8))
+    small, large = c.send_buffer(torch.full((2,), 7.0)), c.send_buffer(torch.arange(16, dtype=torch.float32))
+    assert small.data_ptr() == large.data_ptr() == c.arena.send.data_ptr()  # every size starts at the block's start
+    assert large.tolist() == list(range(16)) and large.dtype == torch.float32  # values copied in, not aliased
+    recv = c.recv_buffer(5)
+    assert recv.data_ptr() == c.arena.recv.data_ptr() and recv.shape == (5,) and recv.dtype == torch.float32
+
+    old_lib = type("NoMemAlloc", (), {"lib": object(), "torch": torch, "device": torch.device("cpu")})()
+    assert arena(old_lib, 1 << 20) is None  # a libnccl before 2.19 has no ncclMemAlloc: torch's buffers, not an error

@@ -40,6 +40,8 @@ def aggregate_rows(rank_rows: Iterable[dict[str, Any]], ranks: int) -> list[dict
                 "ranks_reporting": len(rows),
                 "iters": rows[0].get("iters"),
                 "timing": rows[0].get("timing"),
+                "launch": rows[0].get("launch"),  # direct (into libnccl) or torch's call path
+                "buffers": rows[0].get("buffers"),  # ncclMemAlloc (as nccl-tests) or torch's allocator
                 "source": "envmatrix",
             }
         )

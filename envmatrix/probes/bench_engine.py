@@ -28,11 +28,25 @@ class BenchContext:
         self.type_size = torch.tensor([], dtype=self.dtype).element_size()
         self.direct = None  # envmatrix.probes.nccl_direct.DirectNccl when launches bypass torch's call path
         self.enter: Optional[Callable[[str], Any]] = None  # progress marker before each (collective, size)
+        self.arena = None  # envmatrix.probes.nccl_direct.Arena: ncclMemAlloc'd buffers for the direct launches
 
     def pattern(self, count: int, seed: int) -> Any:
         """Small integers that differ by position and by ``seed`` (a rank or chunk id)."""
         idx = self.torch.arange(count, device=self.device, dtype=self.torch.int64)
         return ((idx % 3) + (seed % 3)).to(self.dtype)
+
+    def send_buffer(self, values: Any) -> Any:
+        """``values`` where the direct launches read them: the arena's first bytes (as nccl-tests), else values itself."""
+        if self.arena is None:
+            return values
+        view = self.arena.view(self.arena.send, values.numel(), self.dtype)
+        view.copy_(values)
+        return view
+
+    def recv_buffer(self, count: int) -> Any:
+        if self.arena is None:
+            return self.torch.empty(count, dtype=self.dtype, device=self.device)
+        return self.arena.view(self.arena.recv, count, self.dtype)
 
     def sync(self) -> None:
         if self.device.type == "cuda":
@@ -45,9 +59,9 @@ Builder = Callable[[BenchContext, int], tuple[Callable[[], None], Callable[[], i
 
 
 def build_allreduce(c: BenchContext, count: int):
-    buf = c.pattern(count, c.rank)
+    buf = c.send_buffer(c.pattern(count, c.rank))
     # direct launches are out of place, like nccl-tests' out-of-place column; torch's all_reduce is in place
-    out = c.torch.empty_like(buf) if c.direct is not None else buf
+    out = c.recv_buffer(count) if c.direct is not None else buf
     launch = c.direct.all_reduce(buf, out) if c.direct is not None else None
 
     def run(async_op=False):
@@ -68,7 +82,7 @@ def build_allreduce(c: BenchContext, count: int):
 
 def build_allgather(c: BenchContext, count: int):
     chunk = count // c.world
-    send, recv = c.pattern(chunk, c.rank), c.torch.empty(count, dtype=c.dtype, device=c.device)
+    send, recv = c.send_buffer(c.pattern(chunk, c.rank)), c.recv_buffer(count)
 
     launch = c.direct.all_gather(send, recv) if c.direct is not None else None
 
@@ -89,7 +103,7 @@ def build_allgather(c: BenchContext, count: int):
 
 def build_reduce_scatter(c: BenchContext, count: int):
     chunk = count // c.world
-    send, recv = c.pattern(count, c.rank), c.torch.empty(chunk, dtype=c.dtype, device=c.device)
+    send, recv = c.send_buffer(c.pattern(count, c.rank)), c.recv_buffer(chunk)
 
     launch = c.direct.reduce_scatter(send, recv) if c.direct is not None else None
 
@@ -114,7 +128,7 @@ def build_alltoall(c: BenchContext, count: int):
     def chunks_of(rank: int):
         return c.torch.cat([c.pattern(chunk, rank + peer) for peer in range(c.world)])
 
-    send, recv = chunks_of(c.rank), c.torch.empty(count, dtype=c.dtype, device=c.device)
+    send, recv = c.send_buffer(chunks_of(c.rank)), c.recv_buffer(count)
 
     launch = c.direct.all_to_all(send, recv) if c.direct is not None else None
 
@@ -134,8 +148,8 @@ def build_alltoall(c: BenchContext, count: int):
 
 
 def build_broadcast(c: BenchContext, count: int):
-    buf = c.pattern(count, c.rank)
-    out = c.torch.empty_like(buf) if c.direct is not None else buf  # out of place when launched directly
+    buf = c.send_buffer(c.pattern(count, c.rank))
+    out = c.recv_buffer(count) if c.direct is not None else buf  # out of place when launched directly
     launch = c.direct.broadcast(buf, out, 0) if c.direct is not None else None
 
     def run(async_op=False):
@@ -397,11 +411,15 @@ def run_bench(
             count = aligned_count(size, c.type_size, c.world, spec.split_by_ranks)
             used = effective_timing(timing, name)
             if used in DIRECT_TIMINGS and c.direct is None and not tried_direct:
-                from envmatrix.probes.nccl_direct import attach
+                from envmatrix.probes.nccl_direct import arena, attach
 
                 tried_direct = True
                 _barrier(c)  # torch creates its communicator lazily: make sure it exists before taking its pointer
                 c.direct = attach(c.dist, c.torch, c.device, str(c.dtype).replace("torch.", ""), c.world)
+                if c.direct is not None:
+                    largest = max(aligned_count(s, c.type_size, c.world, collective_spec(n).split_by_ranks)
+                                  for n in collectives for s in sizes) * c.type_size
+                    c.arena = arena(c.direct, largest)
             if c.enter is not None:
                 c.enter(f"{name}@{size}")
             run, verify = BUILDERS[name](c, count)
@@ -432,6 +450,8 @@ def run_bench(
                     "time_us": mean,
                     "timing": used,
                     "launch": launch,
+                    # nccl-tests allocates with ncclMemAlloc: NCCL registers those buffers in graph capture
+                    "buffers": "ncclMemAlloc" if launch == "direct" and c.arena is not None else "torch",
                     "time_min_us": min(times),
                     "time_median_us": statistics.median(times),
                     "time_max_us": max(times),

@@ -105,6 +105,47 @@ class DirectNccl:
         return call
 
 
+class NcclMemBlock:
+    """Device memory from ``ncclMemAlloc``, what nccl-tests (>= 2.19 headers) allocates its buffers with.
+
+    Why: NCCL registers such (cuMem) buffers for zero-copy transfers when a graph is captured, as it does for
+    nccl-tests -G; torch's caching allocator hands out cudaMalloc memory, which it does not. Torch sees the
+    block through ``__cuda_array_interface__`` (no copy); the block is never freed before the process exits,
+    as nccl-tests keeps its buffers for the whole sweep.
+    """
+
+    def __init__(self, lib: Any, nbytes: int) -> None:
+        ptr = ctypes.c_void_p()
+        rc = lib.ncclMemAlloc(ctypes.byref(ptr), ctypes.c_size_t(nbytes))
+        if rc or not ptr.value:
+            raise RuntimeError(f"ncclMemAlloc({nbytes}): NCCL error {rc}")
+        self.__cuda_array_interface__ = {"shape": (nbytes,), "typestr": "|u1", "data": (ptr.value, False),
+                                         "strides": None, "version": 3, "stream": None}
+
+
+class Arena:
+    """One send and one receive block of the sweep's largest size; every size uses their first bytes (nccl-tests' layout)."""
+
+    def __init__(self, send: Any, recv: Any) -> None:
+        self.send, self.recv = send, recv  # uint8 tensors over NcclMemBlocks
+
+    def view(self, block: Any, count: int, dtype: Any) -> Any:
+        itemsize = block.new_empty(0, dtype=dtype).element_size()
+        return block[: count * itemsize].view(dtype)
+
+
+def arena(direct: DirectNccl, nbytes: int) -> Optional[Arena]:
+    """ncclMemAlloc'd buffers for the direct launches, or None (then torch's allocator is used, recorded per row)."""
+    torch = direct.torch
+    try:
+        blocks = [torch.as_tensor(NcclMemBlock(direct.lib, max(nbytes, 512)), device=direct.device) for _ in range(2)]
+        if any(b.device != torch.device(direct.device) or b.dtype != torch.uint8 for b in blocks):
+            return None
+        return Arena(*blocks)
+    except Exception:  # an older libnccl without ncclMemAlloc, a torch that cannot wrap it: torch's buffers
+        return None
+
+
 def attach(dist: Any, torch: Any, device: Any, dtype: str, world: int) -> Optional[DirectNccl]:
     """A DirectNccl on torch's default NCCL group, or None when any piece is missing (then torch's calls are used).
 
