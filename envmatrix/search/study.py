@@ -29,12 +29,12 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 from envmatrix.env.atoms import Setup
 from envmatrix.errors import ConfigError, EnvmatrixError, did_you_mean
 from envmatrix.paths import check_name
+from envmatrix.registry import Registry
 from envmatrix.search.objective import EvalOutcome, Objective
 from envmatrix.search.space import SearchSpace
 
 log = logging.getLogger(__name__)
 
-SAMPLERS = ("structured", "tpe", "gp", "random", "bruteforce")
 STUDY_ATTR = "envmatrix"  # study user attribute: space, objectives, grids, backend, probe
 BASELINE_ATTR = "baseline"
 WORKER_LOST = "worker_lost"
@@ -99,8 +99,7 @@ def parse_settings(search: Mapping[str, Any], where: str, default_name: str, def
         return kind(value)
 
     sampler = str(s["sampler"]).lower()
-    if sampler not in SAMPLERS:
-        raise ConfigError(f"{where}.sampler: {s['sampler']!r} not allowed{did_you_mean(sampler, SAMPLERS)}; allowed: {', '.join(SAMPLERS)}")
+    _SAMPLERS.get(sampler, f"{where}.sampler")  # refuse an unknown sampler while parsing the config
     rate = number("max_failure_rate", float, 0.0)
     if rate > 1:
         raise ConfigError(f"{where}.max_failure_rate: {rate!r} not allowed; allowed: a fraction in [0, 1]")
@@ -127,28 +126,36 @@ def parse_settings(search: Mapping[str, Any], where: str, default_name: str, def
 
 def make_sampler(name: str, seed: int, space_size: int = 100, space: Optional[SearchSpace] = None) -> Any:
     """A seeded sampler. ``gp`` needs torch and scipy in the driver (Optuna's GPSampler);
-    ``structured`` (envmatrix.search.structured) needs the space it plans over.
+    ``structured`` (envmatrix.search.structured) needs the space it plans over."""
+    return _SAMPLERS.get(name, "search.sampler")(seed, space_size, space)
 
-    TPE starts with ``max(3, min(10, space_size // 10))`` random trials, so a
-    small space is not spent mostly on the random start.
-    """
+
+def _structured(seed: int, space_size: int, space: Optional[SearchSpace]) -> Any:
+    if space is None:
+        raise ValueError("make_sampler('structured') needs the SearchSpace")
+    from envmatrix.search.structured import make_structured_sampler
+
+    return make_structured_sampler(space.space.values, space.vars, space.is_forbidden, seed)
+
+
+def _tpe(seed: int, space_size: int, space: Optional[SearchSpace]) -> Any:
+    """TPE starts with ``max(3, min(10, space_size // 10))`` random trials, so a
+    small space is not spent mostly on the random start."""
     import optuna
 
-    if name == "structured":
-        if space is None:
-            raise ValueError("make_sampler('structured') needs the SearchSpace")
-        from envmatrix.search.structured import make_structured_sampler
+    return optuna.samplers.TPESampler(seed=seed, n_startup_trials=max(3, min(10, space_size // 10)), multivariate=True)
 
-        return make_structured_sampler(space.space.values, space.vars, space.is_forbidden, seed)
-    if name == "tpe":
-        return optuna.samplers.TPESampler(seed=seed, n_startup_trials=max(3, min(10, space_size // 10)), multivariate=True)
-    if name == "gp":
-        return optuna.samplers.GPSampler(seed=seed)
-    if name == "random":
-        return optuna.samplers.RandomSampler(seed=seed)
-    if name == "bruteforce":
-        return _ask_tell_brute_force(seed)
-    raise ConfigError(f"search.sampler: {name!r} not allowed; allowed: {', '.join(SAMPLERS)}")
+
+def _gp(seed: int, space_size: int, space: Optional[SearchSpace]) -> Any:
+    import optuna
+
+    return optuna.samplers.GPSampler(seed=seed)
+
+
+def _random(seed: int, space_size: int, space: Optional[SearchSpace]) -> Any:
+    import optuna
+
+    return optuna.samplers.RandomSampler(seed=seed)
 
 
 def _ask_tell_brute_force(seed: int) -> Any:
@@ -165,6 +172,13 @@ def _ask_tell_brute_force(seed: int) -> Any:
                     raise
 
     return AskTellBruteForceSampler(seed=seed)
+
+
+_SAMPLERS: Registry[Callable[[int, int, Optional[SearchSpace]], Any]] = Registry("sampler")
+for _name, _factory in (("structured", _structured), ("tpe", _tpe), ("gp", _gp), ("random", _random),
+                        ("bruteforce", lambda seed, space_size, space: _ask_tell_brute_force(seed))):
+    _SAMPLERS.add(_name, _factory)
+SAMPLERS = _SAMPLERS.names()
 
 
 def make_storage(url: str) -> Any:

@@ -12,6 +12,7 @@ def _families():
     from envmatrix.launchers import base as launchers
     from envmatrix.probes import base as probes
     from envmatrix.reporting import formats
+    from envmatrix.search import study
     from envmatrix.store import base as stores
     from envmatrix.strategies import base as strategies
 
@@ -21,6 +22,7 @@ def _families():
         "strategy": strategies._REGISTRY,
         "store": stores._SCHEMES,
         "report format": formats._FORMATS,
+        "search sampler": study._SAMPLERS,
     }
 
 
