@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
-import os
-import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 from envmatrix.bisect.peel import complete_strictly as _complete_strictly  # noqa: F401 - tested here
 from envmatrix.bisect.peel import find_all_culprits
@@ -15,26 +13,16 @@ from envmatrix.bisect.probe_cache import PASS
 from envmatrix.bisect.signature import signature
 from envmatrix.env.atoms import SET, Atom, Setup
 from envmatrix.planning.grid import Grid
-from envmatrix.planning.plan import ProbeSpec, plan_runs
 from envmatrix.results import ProbeResult
 
 
 @dataclass
 class ProbeContext:
-    """How to run one probe: everything but the env."""
+    """How to run one probe: everything but the env (the engine session carries store, launcher, probe, pins)."""
 
+    session: Any  # engine.Session, its sweep_id naming this bisect
     grid: Grid
-    probe: ProbeSpec
-    backend: str
-    launcher: str
-    run_dir: str
-    inherited_env: Mapping[str, str]
-    pins: Mapping[str, str]
-    gpus: int
-    store: Any  # ResultStore
-    sweep_id: str
     rerun: bool = False
-    launcher_impl: Any = None  # a configured Launcher; None: the registry's default for ``launcher``
 
 
 @dataclass
@@ -100,23 +88,13 @@ class BisectReport:
 
 
 def run_env(ctx: ProbeContext, name: str, atoms: Sequence[Atom], rerun: bool = False) -> tuple[ProbeResult, bool]:
-    """One probe of ``atoms`` on the grid; reuses a stored result unless rerun. Returns (result, launched)."""
-    from envmatrix.execution.runner import execute
-    from envmatrix.launchers import get_launcher
-    from envmatrix.probes import get_probe
+    """One probe of ``atoms`` on the grid; reuses a stored result of the same run key unless rerun.
+    Returns (result, launched)."""
+    from envmatrix.engine import run_trial
 
     setup = Setup(name, tuple(atoms), origin="bisect")
-    (run,) = plan_runs([setup], [ctx.grid], ctx.probe, ctx.backend, ctx.launcher)
-    # The key hashes the setup name too: look for the same env under any name first.
-    if not (ctx.rerun or rerun):
-        for stored in ctx.store.latest(run_keys=[run.key]):
-            return stored, False
-    workdir = os.path.join(ctx.run_dir, "logs", f"{ctx.grid.label}_{run.key}", f"{time.strftime('%Y%m%dT%H%M%S')}-{time.time_ns() % 10**9:09d}")
-    launcher = ctx.launcher_impl or get_launcher(ctx.launcher)
-    result = execute(run, launcher, get_probe(ctx.probe.name), workdir, ctx.inherited_env, ctx.pins, ctx.gpus)
-    result.sweep_id = ctx.sweep_id
-    ctx.store.put(result)
-    return result, True
+    trial = run_trial(ctx.session, setup, ctx.grid, reuse=not (ctx.rerun or rerun))
+    return trial.result, trial.launched
 
 
 def subset_atoms(baseline: Sequence[Atom], atoms: Sequence[Atom], chosen: frozenset) -> list[Atom]:

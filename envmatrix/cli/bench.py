@@ -49,10 +49,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
     from envmatrix.app.bench import prepare_bench
     from envmatrix.config.resolve import resolve_backend
-    from envmatrix.execution.hostinfo import host_facts
-    from envmatrix.store import open_store
-    from envmatrix.store.lock import exclusive
     from envmatrix.app.sweep import run_sweep
+    from envmatrix.engine import open_session
 
     console = make_console()
     base, gpus, pins = prepare(args)
@@ -60,14 +58,11 @@ def cmd_bench(args: argparse.Namespace) -> int:
     inputs = [prepare_bench(dataclasses.replace(base, backend=resolve_backend(b, len(gpus))), args, len(gpus)) for b in backends]
     run_dir = em_paths.run_dir(args.out, "bench")
     results, code = [], 0
-    db = os.path.join(run_dir, "results.sqlite")
-    with exclusive(db, args.command_line), open_store(em_paths.store_url(run_dir)) as store:
-        for inp in inputs:
-            host = host_facts()
-            environ = inp.probe_environment(os.environ, host)
-            _, _, done = run_sweep(inp, store, run_dir, environ, pins, len(gpus), host, rerun=args.rerun, listener=LineProgress(console, "bench"))
-            results.append(done[-1])
-            code = max(code, print_bench(console, done[-1], run_dir))
+    for inp in inputs:  # one session per backend: its environment and launcher follow the backend
+        with open_session(inp, run_dir, pins, len(gpus), lock_for=args.command_line, pool=True) as session:
+            _, _, done = run_sweep(inp, session, rerun=args.rerun, listener=LineProgress(console, "bench"))
+        results.append(done[-1])
+        code = max(code, print_bench(console, done[-1], run_dir))
     if len(results) > 1:
         print_backends(console, results, run_dir)
     from envmatrix.reporting.html import after_command

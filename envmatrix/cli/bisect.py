@@ -113,8 +113,7 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     from envmatrix.bisect.report import render_markdown
     from envmatrix.catalog import load_catalog
     from envmatrix.cli.common import make_console, prepare
-    from envmatrix.execution.hostinfo import host_facts
-    from envmatrix.store import open_store
+    from envmatrix.engine import open_session
 
     if args.max_probes is not None and args.max_probes < 2:
         raise ConfigError(f"--max-probes {args.max_probes}: not allowed; allowed: an integer >= 2 (the env and the baseline)")
@@ -151,13 +150,14 @@ def cmd_bisect(args: argparse.Namespace) -> int:
         _check_backend(inp, args, atoms)
     os.makedirs(run_dir, exist_ok=True)
     reports = []
-    with open_store(em_paths.store_url(run_dir)) as store:
+    with open_session(inp, run_dir, pins, len(gpus), probe_spec=probe, pool=True) as session:
+        store = session.store
         targets = early or _targets(inp, args, run_dir, store, catalog)
         for name, grid, atoms in targets:
             from envmatrix.planning.grid import check_fits
 
             check_fits([grid], inp.backend, len(gpus), int(inp.config.get("max_local_ranks", 16)))
-            ctx = ProbeContext(grid, probe, inp.backend, inp.launcher_key, run_dir, inp.probe_environment(os.environ, host_facts()), pins, len(gpus), store, f"bisect-{name}-{grid.label}", args.rerun, inp.make_launcher())
+            ctx = ProbeContext(session.under(sweep_id=f"bisect-{name}-{grid.label}"), grid, args.rerun)
 
             if not early:
                 _check_backend(inp, args, atoms)

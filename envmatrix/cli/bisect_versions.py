@@ -7,15 +7,13 @@ import os
 from typing import Any
 
 from envmatrix.errors import ConfigError
-from envmatrix.paths import store_url
 
 
 def run_version_bisect(args: Any, inp: Any, gpus: list, pins: dict, probe: Any, run_dir: str, console: Any) -> int:
     from envmatrix.bisect.driver import ProbeContext, run_env
     from envmatrix.bisect.versions import bisect_versions, parse_versions_file, version_atoms
     from envmatrix.planning.grid import parse_grid
-    from envmatrix.execution.hostinfo import host_facts
-    from envmatrix.store import open_store
+    from envmatrix.engine import open_session
 
     if args.versions_file:
         try:
@@ -33,9 +31,8 @@ def run_version_bisect(args: Any, inp: Any, gpus: list, pins: dict, probe: Any, 
         raise ConfigError(f"--versions {missing[0]}: no such file or directory; give NCCL builds that exist here "
                           "(a lib directory or a libnccl.so file per version)")
     grid = parse_grid(args.grid, "--grid") if args.grid else inp.grids[0]
-    os.makedirs(run_dir, exist_ok=True)
-    with open_store(store_url(run_dir)) as store:
-        ctx = ProbeContext(grid, probe, inp.backend, inp.launcher_key, run_dir, inp.probe_environment(os.environ, host_facts()), pins, len(gpus), store, f"bisect-versions-{grid.label}", args.rerun, inp.make_launcher())
+    with open_session(inp, run_dir, pins, len(gpus), probe_spec=probe, sweep_id=f"bisect-versions-{grid.label}", pool=True) as session:
+        ctx = ProbeContext(session, grid, args.rerun)
 
         def test(version: str) -> str:
             result, _ = run_env(ctx, f"version-{os.path.basename(version.rstrip('/'))}", list(version_atoms(version, args.version_mode)))

@@ -96,13 +96,12 @@ def cmd_search(args: argparse.Namespace) -> int:
 
     optuna = require("optuna", "search", "envmatrix search")
 
-    from envmatrix.execution.hostinfo import host_facts
+    from envmatrix.engine import open_session
     from envmatrix.search.evaluate import ProbeEvaluator
     from envmatrix.search.report import build_report, print_report, render_markdown
     from envmatrix.search.study import (
         BASELINE_ATTR, SearchAborted, _redact, make_sampler, make_storage, open_study, run_search,
     )
-    from envmatrix.store import open_store
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     run_dir = em_paths.run_dir(args.out, inp.name)
@@ -118,12 +117,9 @@ def cmd_search(args: argparse.Namespace) -> int:
                   f"trials={settings.trials}, sampler {settings.sampler} (seed {settings.seed}), grids {', '.join(grids)}; "
                   f"storage {_redact(url)}", markup=False)
     aborted = None
-    with open_store(em_paths.store_url(run_dir)) as store:
-        store.open_sweep(sweep_id, {"config": inp.config, "conf_file": str(inp.conf_file), "study": settings.study_name})
-        host = host_facts()
-        evaluator = ProbeEvaluator(inp.grids, inp.probe, inp.backend, inp.launcher_key, objectives, store, run_dir, sweep_id,
-                                   inp.probe_environment(os.environ, host), ctx["pins"], len(ctx["gpus"]), host,
-                                   inp.make_launcher())
+    with open_session(inp, run_dir, ctx["pins"], len(ctx["gpus"]), sweep_id=sweep_id, pool=True) as session:
+        session.store.open_sweep(sweep_id, {"config": inp.config, "conf_file": str(inp.conf_file), "study": settings.study_name})
+        evaluator = ProbeEvaluator(session, inp.grids, objectives)
         if settings.baseline and BASELINE_ATTR not in study.user_attrs:
             from envmatrix.env.atoms import Setup
 

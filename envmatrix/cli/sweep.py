@@ -92,10 +92,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 def _sweep(args: argparse.Namespace, console, pool) -> int:
     from envmatrix.execution.hostinfo import host_facts
     from envmatrix.reporting import build_matrix, write_reports
+    from envmatrix.engine import open_session
     from envmatrix.reporting.console import LiveProgress, matrix_tables
     from envmatrix.reporting.html import preload_renderer
-    from envmatrix.store import open_store
-    from envmatrix.store.lock import exclusive
     from envmatrix.planning.packing import parse_jobs
     from envmatrix.app.sweep import plan_sweep, run_sweep
 
@@ -133,16 +132,11 @@ def _sweep(args: argparse.Namespace, console, pool) -> int:
             print_plan(console, inp, runs, launches)
         return 0
     run_dir = em_paths.run_dir(args.out, inp.name)
-    host = host_facts()
-    environ = inp.probe_environment(os.environ, host)
-    db = os.path.join(run_dir, "results.sqlite")
-    with exclusive(db, args.command_line), open_store(em_paths.store_url(run_dir)) as store:
+    with open_session(inp, run_dir, pins, len(gpus), lock_for=args.command_line,
+                      pool=pool if pool is not None else not args.no_pool, jobs=jobs) as session:
         listener = LiveProgress(console) if console.is_terminal else LineProgress(console)
         preload_renderer()  # the report's imports overlap the runs instead of following them
-        _, runs, results = run_sweep(
-            inp, store, run_dir, environ, pins, len(gpus), host, rerun=args.rerun, listener=listener,
-            pool=pool if pool is not None else not args.no_pool, jobs=jobs
-        )
+        _, runs, results = run_sweep(inp, session, rerun=args.rerun, listener=listener)
     matrix = build_matrix(runs, results, [g.label for g in inp.grids])
     title = f"envmatrix sweep {inp.name} ({inp.backend}, probe {inp.probe.name})"
     paths = write_reports(run_dir, matrix, results, title)

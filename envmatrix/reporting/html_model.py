@@ -176,8 +176,8 @@ def load_search(study_path: str) -> Optional[SearchModel]:
 
 def load_results(run_dir: str, where: str = "report") -> list[ProbeResult]:
     """Newest attempt of every stored run: results.sqlite, else the results.json a sweep writes next to it."""
+    from envmatrix.engine import open_store_at
     from envmatrix.errors import ConfigError
-    from envmatrix.store import open_store
 
     run_dir = os.path.abspath(run_dir)  # the store URL is sqlite:///<path>: a relative path would turn absolute
     if os.path.isfile(run_dir) and run_dir.endswith((".sqlite", ".db")):
@@ -187,7 +187,7 @@ def load_results(run_dir: str, where: str = "report") -> list[ProbeResult]:
             raise ConfigError(f"{where}: {run_dir}: not a directory; give a run directory (the --out of a sweep, bench, bisect or search)")
         store_path, json_path = os.path.join(run_dir, "results.sqlite"), os.path.join(run_dir, "results.json")
     if os.path.isfile(store_path):
-        with open_store(f"sqlite:///{store_path}") as store:
+        with open_store_at(store_path) as store:
             return store.latest()
     if json_path and os.path.isfile(json_path):
         with open(json_path) as fh:

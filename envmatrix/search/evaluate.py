@@ -1,4 +1,4 @@
-"""A trial = one probe (+ bench) of a setup on each chosen grid, through ``execute()``.
+"""A trial = one probe (+ bench) of a setup on each chosen grid, through the engine's ``run_trial``.
 
 Every ProbeResult is committed to the run directory's result store (as a
 sweep does), under the sweep id ``search-<study name>``; the trial gets the
@@ -9,14 +9,11 @@ failure class and root-cause line become the trial's.
 
 from __future__ import annotations
 
-import os
-import time
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from envmatrix.env.atoms import Setup
 from envmatrix.planning.grid import Grid
-from envmatrix.planning.plan import ProbeSpec, Run, run_key
 from envmatrix.search.objective import EvalOutcome, MissingMetric, Objective, compact_metrics, evaluate
 
 NO_METRIC = "no_metric"
@@ -24,38 +21,19 @@ NO_METRIC = "no_metric"
 
 @dataclass
 class ProbeEvaluator:
+    session: Any  # engine.Session; its sweep_id is ``search-<study name>``
     grids: Sequence[Grid]
-    probe_spec: ProbeSpec
-    backend: str
-    launcher_key: str  # the launcher's identity in run keys (SweepInput.launcher_key)
     objectives: Sequence[Objective]
-    store: Any
-    run_dir: str
-    sweep_id: str
-    inherited_env: Mapping[str, str]
-    pins: Mapping[str, str]
-    gpus: int
-    host: dict
-    launcher: Any  # a configured Launcher (SweepInput.make_launcher): options, hosts, allocation checks
-
-    def __post_init__(self) -> None:
-        from envmatrix.probes import get_probe
-
-        self.probe = get_probe(self.probe_spec.name)
 
     def measure(self, label: str, setup: Setup) -> EvalOutcome:
-        from envmatrix.execution.runner import execute
+        from envmatrix.engine import run_trial
 
         refs, metrics, compact = [], {}, {}
         for grid in self.grids:
-            run = Run(run_key(setup, grid, self.probe_spec, self.backend, self.launcher_key), setup, grid,
-                      self.probe_spec, self.backend, self.launcher_key)
-            stamp = f"{time.strftime('%Y%m%dT%H%M%S')}-{time.time_ns() % 10**9:09d}"
-            workdir = os.path.join(self.run_dir, "logs", f"{label}_{grid.label}_{run.key}", stamp)
-            result = execute(run, self.launcher, self.probe, workdir, self.inherited_env, self.pins, self.gpus)
-            result.sweep_id, result.host = self.sweep_id, self.host
-            attempt = self.store.put(result)
-            refs.append({"grid": grid.label, "run_key": run.key, "attempt": attempt})
+            # every measurement is a fresh launch: confirmation rounds re-measure the same env on purpose
+            trial = run_trial(self.session, setup, grid, reuse=False, label=label)
+            result = trial.result
+            refs.append({"grid": grid.label, "run_key": result.run_key, "attempt": trial.attempt})
             if not result.passed:
                 line = (result.root_cause or {}).get("line") or result.outcome
                 return EvalOutcome(None, result.outcome, f"{grid.label}: {line}", {"results": refs})

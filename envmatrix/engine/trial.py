@@ -1,0 +1,138 @@
+"""Run trials: (setup, grid) -> a stored ProbeResult, reused by run key unless asked to run again."""
+
+from __future__ import annotations
+
+import os
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from typing import Callable, Mapping, Optional, Sequence, Union
+
+from envmatrix.engine.session import Session
+from envmatrix.env.atoms import Setup, atoms_from_mapping
+from envmatrix.planning.grid import Grid
+from envmatrix.planning.plan import Run, run_key
+from envmatrix.results import ProbeResult
+
+
+@dataclass
+class TrialProgress:
+    total: int
+    skipped: int = 0
+    done: int = 0
+    passed: int = 0
+    failed: int = 0
+    current: Optional[Run] = None
+    started: float = field(default_factory=time.time)
+
+    @property
+    def remaining(self) -> int:
+        return self.total - self.skipped - self.done
+
+    def eta_s(self) -> Optional[float]:
+        if not self.done:
+            return None
+        return (time.time() - self.started) / self.done * self.remaining
+
+
+@dataclass
+class Trial:
+    result: ProbeResult
+    launched: bool  # False: the stored result of the same run key was reused
+    attempt: Optional[int] = None  # the store's attempt number of a launched run
+
+
+Listener = Callable[[str, TrialProgress, Optional[ProbeResult]], None]
+
+
+def plan_trial(session: Session, setup: Union[Setup, Mapping[str, str]], grid: Grid, name: str = "env") -> Run:
+    if not isinstance(setup, Setup):
+        setup = Setup(name, atoms_from_mapping(dict(setup), name))
+    key = run_key(setup, grid, session.probe_spec, session.backend, session.launcher_key)
+    return Run(key, setup, grid, session.probe_spec, session.backend, session.launcher_key)
+
+
+def run_trial(
+    session: Session,
+    setup: Union[Setup, Mapping[str, str], Run],
+    grid: Optional[Grid] = None,
+    *,
+    reuse: bool = True,
+    label: Optional[str] = None,
+    cuda_visible: Optional[str] = None,
+) -> Trial:
+    """The one place a trial runs: reuse the stored result of the same run key (any command's) when
+    ``reuse``, else launch it, stamp it with the session's sweep id and host facts and commit it.
+    ``cuda_visible`` narrows the GPUs to a packed lane's set."""
+    run = setup if isinstance(setup, Run) else plan_trial(session, setup, grid)
+    if reuse:
+        for stored in session.store.latest(run_keys=[run.key]):
+            return Trial(stored, False)
+    return _commit(session, _launch(session, run, label, cuda_visible))
+
+
+def _launch(session: Session, run: Run, label: Optional[str], cuda_visible: Optional[str]) -> ProbeResult:
+    """Start the run's processes and read their verdict; touches no store (packed lanes call it from threads)."""
+    from envmatrix.execution.runner import execute
+
+    environ, gpus = session.environ, session.gpus
+    if cuda_visible is not None:
+        environ, gpus = {**environ, "CUDA_VISIBLE_DEVICES": cuda_visible}, len(cuda_visible.split(","))
+    workdir = trial_workdir(session.run_dir, run, label, f"{time.strftime('%Y%m%dT%H%M%S')}-{time.time_ns() % 10**9:09d}")
+    result = execute(run, session.launcher, session.probe, workdir, environ, session.pins, gpus, pool=session.pool)
+    result.sweep_id, result.host = session.sweep_id, session.host
+    if session.judge is not None:
+        session.judge(result)
+    return result
+
+
+def _commit(session: Session, result: ProbeResult) -> Trial:
+    # only the session's own thread: sqlite connections stay in their thread
+    return Trial(result, True, session.store.put(result))
+
+
+def run_trials(session: Session, runs: Sequence[Run], *, rerun: bool = False, listener: Optional[Listener] = None) -> None:
+    """Planned runs, resumed (finished run keys skipped) and packed side by side on disjoint GPU sets
+    when ``session.jobs`` allows. Results go to the store; ``listener`` hears start/run/result/end."""
+    from envmatrix.planning.packing import pack_batches
+
+    done = set() if rerun else session.store.completed_keys(r.key for r in runs)
+    progress = TrialProgress(total=len(runs), skipped=len(done))
+    notify = listener or (lambda *_: None)
+    notify("start", progress, None)
+    todo = [run for run in runs if run.key not in done]
+
+    def finish(result: ProbeResult) -> None:
+        # Only the calling thread counts, notifies and commits.
+        progress.done += 1
+        progress.passed += result.passed
+        progress.failed += not result.passed
+        notify("result", progress, result)
+
+    batches = pack_batches(todo, session.backend, session.gpus, session.jobs, os.cpu_count() or 1,
+                           session.environ.get("CUDA_VISIBLE_DEVICES"))
+    if session.pool is not None and batches:
+        session.pool.warm(sum(p.run.grid.world for p in batches[0]))  # the first batch's ranks import torch together
+    elif session.pool is not None:
+        session.pool.close()  # everything was in the store: free the servers' cores for the report
+    for batch in batches:
+        for packed in batch:
+            progress.current = packed.run
+            notify("run", progress, None)
+        if len(batch) == 1:
+            finish(run_trial(session, batch[0].run, reuse=False, cuda_visible=batch[0].cuda_visible).result)
+            continue
+        with ThreadPoolExecutor(len(batch)) as ex:
+            futures = [ex.submit(_launch, session, p.run, None, p.cuda_visible) for p in batch]
+            for fut in as_completed(futures):
+                finish(_commit(session, fut.result()).result)
+    progress.current = None
+    notify("end", progress, None)
+
+
+def trial_workdir(run_dir: str, run: Run, label: Optional[str], attempt: str) -> str:
+    return os.path.join(run_dir, "logs", f"{run.grid.label}_{_safe(label or run.setup.name)}_{run.key}", attempt)
+
+
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)[:40]
