@@ -176,7 +176,7 @@ def load_search(study_path: str) -> Optional[SearchModel]:
 
 def load_results(run_dir: str, where: str = "report") -> list[ProbeResult]:
     """Newest attempt of every stored run: results.sqlite, else the results.json a sweep writes next to it."""
-    from envmatrix.engine import open_store_at
+    from envmatrix.engine.session import open_store_at
     from envmatrix.errors import ConfigError
 
     run_dir = os.path.abspath(run_dir)  # the store URL is sqlite:///<path>: a relative path would turn absolute
