@@ -159,6 +159,7 @@ def test_threshold_met_passes_and_is_shown(cli, tmp_path):
     done = cli.run("bench", f"conf={conf}", "--setup", "plain", "--out", str(tmp_path / "b"), "-c", "allreduce",
                    "-b", "64K", "-e", "64K", "-n", "3", "-w", "1")
     assert done.returncode == 0, done.stdout + done.stderr
+    assert "expectations (measured / expected)" in done.stdout and "allreduce 64K time" in done.stdout
     (report,) = (tmp_path / "b").glob("bench_*.md")
     text = report.read_text()
     assert "## expectations (measured / expected)" in text and text.count("| met |") == 2

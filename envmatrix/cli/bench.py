@@ -92,6 +92,10 @@ def print_bench(console: Any, result: Any, run_dir: str) -> int:
         console.print(right_aligned_table(collective_title(result.metrics, collective), NCCL_TESTS_COLUMNS, nccl_tests_rows(result.metrics, collective)))
     if result.metrics:
         console.print(right_aligned_table(f"busbw (GB/s) vs size ({timing_label(result.metrics)})", *busbw_by_size(result.metrics)))
+    if result.thresholds:
+        from envmatrix.reporting.bench_tables import threshold_rows
+
+        console.print(right_aligned_table("expectations (measured / expected)", *threshold_rows(result.thresholds)))
     if not result.passed:
         console.print(Text(f"{result.outcome}: {result.root_cause.get('line')}", style="bold red"))
     path = os.path.join(run_dir, f"bench_{result.run_key}.md")
