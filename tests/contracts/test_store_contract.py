@@ -26,6 +26,11 @@ WRITER = r"""
 import sys
 from envmatrix.results import ProbeResult, RankResult
 from envmatrix.store import open_store
+import glob, os, time
+for _ in range(6000):  # start gate: wait until every reader is reading (argv[3]: gate folder, argv[4]: readers)
+    if len(sys.argv) < 5 or len(glob.glob(os.path.join(sys.argv[3], "ready.*"))) >= int(sys.argv[4]):
+        break
+    time.sleep(0.01)
 with open_store(sys.argv[1]) as store:
     store.open_sweep("s1", {})
     for i in range(int(sys.argv[2])):
@@ -38,17 +43,19 @@ with open_store(sys.argv[1]) as store:
 """
 
 READER = r"""
-import sys, time
+import os, sys, time
 from envmatrix.store import open_store
-seen = 0
-deadline = time.time() + float(sys.argv[2])
-while time.time() < deadline:
+open(os.path.join(sys.argv[3], f"ready.{os.getpid()}"), "w").close()
+seen, counts = 0, set()
+deadline = time.time() + 120
+while seen < int(sys.argv[2]) and time.time() < deadline:
     with open_store(sys.argv[1]) as store:
         results = store.latest()
         assert all(len(r.ranks) == 3 and len(r.metrics) == 4 for r in results), "a torn result"
         assert len(results) >= seen, "a committed result vanished"
         seen = len(results)
-print(seen)
+        counts.add(seen)
+print(seen, len([c for c in counts if 0 < c < int(sys.argv[2])]))
 """
 
 
@@ -103,19 +110,21 @@ def test_commit_is_atomic_when_the_writer_is_killed(url: str):
         assert store.count() == len(results)
 
 
-def test_concurrent_readers_never_see_a_torn_result(url: str):
+def test_concurrent_readers_never_see_a_torn_result(url: str, tmp_path: Path):
+    total, gate = 300, tmp_path / "gate"
+    gate.mkdir()
     with open_store(url) as store:
         store.open_sweep("s1", {})  # the schema exists before readers open the file
-    writer = subprocess.Popen(_python(WRITER, url, "300"), stdout=subprocess.DEVNULL)
-    readers = [subprocess.Popen(_python(READER, url, "2"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-               for _ in range(2)]
-    outputs = [r.communicate(timeout=60) for r in readers]
-    assert writer.wait(timeout=60) == 0
+    writer = subprocess.Popen(_python(WRITER, url, str(total), str(gate), "2"), stdout=subprocess.DEVNULL)
+    readers = [subprocess.Popen(_python(READER, url, str(total), str(gate)), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True) for _ in range(2)]
+    outputs = [r.communicate(timeout=180) for r in readers]
+    assert writer.wait(timeout=180) == 0
     for reader, (out, err) in zip(readers, outputs):
         assert reader.returncode == 0, err
-    assert max(int(out) for out, _ in outputs) > 0  # the readers overlapped the writer
-    with open_store(url) as store:
-        assert len(store.latest()) == 300
+    finals, partial_states = zip(*(map(int, out.split()) for out, _ in outputs))
+    assert finals == (total, total)  # each reader read until it saw every committed result
+    assert sum(partial_states) > 0  # and read while the writer was still writing
 
 
 @pytest.mark.parametrize("scheme", [s for s in SCHEMES if s == "sqlite"])
