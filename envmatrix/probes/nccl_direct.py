@@ -138,8 +138,10 @@ def arena(direct: DirectNccl, nbytes: int) -> Optional[Arena]:
     """ncclMemAlloc'd buffers for the direct launches, or None (then torch's allocator is used, recorded per row)."""
     torch = direct.torch
     try:
-        blocks = [torch.as_tensor(NcclMemBlock(direct.lib, max(nbytes, 512)), device=direct.device) for _ in range(2)]
-        if any(b.device != torch.device(direct.device) or b.dtype != torch.uint8 for b in blocks):
+        raw = [NcclMemBlock(direct.lib, max(nbytes, 512)) for _ in range(2)]
+        blocks = [torch.as_tensor(r, device=direct.device) for r in raw]
+        # as_tensor copies when it places the memory on another device: then these are not nccl-tests' buffers
+        if any(b.data_ptr() != r.__cuda_array_interface__["data"][0] or b.dtype != torch.uint8 for b, r in zip(blocks, raw)):
             return None
         return Arena(*blocks)
     except Exception:  # an older libnccl without ncclMemAlloc, a torch that cannot wrap it: torch's buffers
