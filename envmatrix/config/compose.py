@@ -150,7 +150,7 @@ def compose_config(overrides: Sequence[str]) -> tuple[Any, Path]:
         if key not in allowed:
             raise ConfigError(f"{conf_file}: unknown key {key!r}{suggest_key(str(key))}; allowed: {', '.join(allowed)}")
     if content.get("expect") is not None:
-        from envmatrix.reporting.thresholds import parse_expect
+        from envmatrix.config.expect import parse_expect
 
         parse_expect(content["expect"], conf_file.name)  # before Hydra, whose type error names no key
     _check_override_syntax(rest)
@@ -208,10 +208,10 @@ def nested_keys() -> dict[str, list[str]]:
     """Documented keys one level down, for suggestions such as trials -> search.trials."""
     from envmatrix.launchers.shim import COMMON_OPTIONS
     from envmatrix.probes import get_probe, probe_names
-    from envmatrix.search.study import SETTINGS_DEFAULTS
+    from envmatrix.config.schema import SEARCH_DEFAULTS
 
     probe = sorted({"name", *(k for n in probe_names() for k in get_probe(n).defaults)})
-    return {"probe": probe, "search": list(SETTINGS_DEFAULTS), "launcher_opts.<launcher>": list(COMMON_OPTIONS)}
+    return {"probe": probe, "search": list(SEARCH_DEFAULTS), "launcher_opts.<launcher>": list(COMMON_OPTIONS)}
 
 
 def suggest_key(key: str) -> str:

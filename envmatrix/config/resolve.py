@@ -33,7 +33,7 @@ class SweepInput:
     launcher_opts: dict[str, Any] = dataclasses.field(default_factory=dict)
     hosts: tuple[str, ...] = ()
     hermetic: bool = False
-    expectations: tuple[Any, ...] = ()  # thresholds.Expectation: the expect: block, plus --baseline floors
+    expectations: tuple[Any, ...] = ()  # bench.expect.Expectation: the expect: block, plus --baseline floors
 
     def probe_environment(self, environ: Mapping[str, str], host: dict[str, Any]) -> dict[str, str]:
         """The env every rank inherits; hermetic runs record what they neutralised in ``host``."""
@@ -152,7 +152,7 @@ def resolve(
     probe_params = dict(data.get("probe") or {})
     probe = get_probe(str(probe_params.pop("name", "builtin")))
     spec = probe.spec(probe_params, where="probe", backend=backend)
-    from envmatrix.reporting.thresholds import parse_expect
+    from envmatrix.config.expect import parse_expect
 
     expectations = parse_expect(data.get("expect"), where)
     return SweepInput(

@@ -6,6 +6,30 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
 
+# The search: block's keys and their defaults; search.study parses it, compose suggests its keys (trials ->
+# search.trials). It lives here, under both, because config composes before any search runs.
+SEARCH_DEFAULTS: dict[str, Any] = {
+    "trials": 20,
+    "sampler": "structured",  # measured: bench/search_landscapes.md
+    "seed": None,  # None: the config's top-level seed
+    "storage": None,  # None: sqlite:///<run dir>/study.sqlite
+    "study_name": None,  # None: the config's name
+    "max_failure_rate": 0.5,
+    "heartbeat_interval_s": 10.0,
+    "heartbeat_grace_s": 300.0,
+    "top_k": 10,
+    "confirm_top_k": 3,  # re-measure this many best trials (+ the default env) before naming a winner; 0: off
+    "confirm_repeats": 3,
+    "confirm_max_repeats": 6,
+    "baseline": True,
+    "max_forbidden_streak": 200,
+    "space": None,
+    "fixed": None,
+    "forbid": None,
+    "objective": None,
+}
+
+
 @dataclass
 class SweepSchema:
     name: Optional[str] = None
@@ -21,5 +45,5 @@ class SweepSchema:
     search: Dict[str, Any] = field(default_factory=dict)  # envmatrix search: space, objective, sampler, storage
     hosts: List[str] = field(default_factory=list)  # cluster launchers: hosts to run on (default: the allocation)
     launcher_opts: Dict[str, Any] = field(default_factory=dict)
-    expect: Dict[str, Any] = field(default_factory=dict)  # busbw floors / time ceilings per collective and size (thresholds.py)
+    expect: Dict[str, Any] = field(default_factory=dict)  # busbw floors / time ceilings per collective and size (config.expect parses them, reporting.thresholds judges)
     hermetic: bool = False  # hide ~/.nccl.conf and pin what /etc/nccl.conf would fill (env.hermetic)  # per launcher name, e.g. {mpirun: {no_export: [X]}}

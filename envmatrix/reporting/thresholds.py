@@ -1,8 +1,8 @@
 """Expected-bandwidth thresholds (pure): a measured cell below its expectation is ``slow``.
 
-Expectations come from a config's ``expect:`` block (busbw floors in GB/s or time ceilings in
-us, per collective and message size, optionally per grid) or from a recorded run
-(``--baseline RUN_DIR --tolerance 10%``: each stored point of the same setup, grid and backend,
+Expectations (envmatrix.bench.expect) come from a config's ``expect:`` block (busbw floors in GB/s or
+time ceilings in us, per collective and message size, optionally per grid; envmatrix.config.expect parses
+it) or from a recorded run (``--baseline RUN_DIR --tolerance 10%``: each stored point of the same setup, grid and backend,
 less the tolerance). :func:`judge` is the one place that turns a verdict into the ``slow``
 outcome; :func:`evaluate_thresholds` is the verdict alone (host bisect calls it).
 """
@@ -10,34 +10,12 @@ outcome; :func:`evaluate_thresholds` is the verdict alone (host bisect calls it)
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import asdict, dataclass, field
-from typing import Any, Iterable, Mapping, Optional, Sequence
+from typing import Any, Iterable, Optional, Sequence
 
-from envmatrix.errors import ConfigError, did_you_mean
+from envmatrix.bench.expect import BUSBW, METRICS, TIME, Expectation
+from envmatrix.errors import ConfigError
 from envmatrix.results import PASS, SLOW, ProbeResult
-
-BUSBW = "busbw_gbps"  # a floor: measured below it is slow
-TIME = "time_us"  # a ceiling: measured above it is slow
-METRICS = {BUSBW: "GB/s", TIME: "us"}
-EXPECT_EXAMPLE = "expect: {allreduce: {64M: {busbw_gbps: 250}}, 1x4: {alltoall: {1G: {time_us: 4000}}}}"
-_GRID_KEY = re.compile(r"^\d+x\d+$")
-
-
-@dataclass(frozen=True)
-class Expectation:
-    collective: str
-    size_bytes: int
-    metric: str  # BUSBW or TIME
-    value: float
-    grid: Optional[str] = None  # None: every grid
-    setup: Optional[str] = None  # None: every setup (a baseline names its own)
-    backend: Optional[str] = None
-    source: str = "expect"  # where the number came from, shown next to it
-
-    def applies_to(self, result: ProbeResult) -> bool:
-        return all(want in (None, have) for want, have in
-                   ((self.grid, result.grid), (self.setup, result.setup_name), (self.backend, result.backend)))
 
 
 @dataclass
@@ -142,56 +120,6 @@ def judge(result: ProbeResult, expectations: Sequence[Expectation]) -> ProbeResu
     elif result.outcome == SLOW:
         result.outcome, result.root_cause = PASS, {}
     return result
-
-
-# ---- the expect: block ----------------------------------------------------------------------------------------
-
-def parse_expect(block: Any, where: str) -> tuple[Expectation, ...]:
-    """``expect:`` -> expectations; keys are collectives (every grid) or grid labels holding collectives."""
-    if block in (None, {}):
-        return ()
-    if not isinstance(block, Mapping):
-        raise ConfigError(f"{where}: expect: {block!r} is not a mapping; allowed: {EXPECT_EXAMPLE}")
-    out: list[Expectation] = []
-    for key, value in block.items():
-        key = str(key)
-        if _GRID_KEY.match(key):
-            from envmatrix.planning.grid import parse_grid
-
-            grid = parse_grid(key, f"{where}: expect.{key}").label
-            if not isinstance(value, Mapping):
-                raise ConfigError(f"{where}: expect.{key}: {value!r} is not a mapping; allowed: collectives, e.g. "
-                                  f"expect.{key}.allreduce.64M.busbw_gbps=250")
-            for collective, sizes in value.items():
-                out += _collective(str(collective), sizes, f"{where}: expect.{key}", grid)
-        else:
-            out += _collective(key, value, f"{where}: expect", None)
-    return tuple(out)
-
-
-def _collective(name: str, sizes: Any, where: str, grid: Optional[str]) -> list[Expectation]:
-    from envmatrix.bench.formulas import COLLECTIVES
-    from envmatrix.bench.sizes import parse_size
-
-    if name not in COLLECTIVES:
-        raise ConfigError(f"{where}.{name}: unknown collective{did_you_mean(name, COLLECTIVES)}; allowed: "
-                          f"{', '.join(COLLECTIVES)}, or a grid such as 1x4 holding them")
-    if not isinstance(sizes, Mapping) or not sizes:
-        raise ConfigError(f"{where}.{name}: {sizes!r} is not a mapping of sizes; allowed: e.g. {name}: {{64M: {{busbw_gbps: 250}}}}")
-    out = []
-    for size_key, spec in sizes.items():
-        at = f"{where}.{name}.{size_key}"
-        size = parse_size(size_key, at)
-        if not isinstance(spec, Mapping) or not spec:
-            raise ConfigError(f"{at}: {spec!r} is not a mapping; allowed: {{busbw_gbps: N}} (GB/s floor) or {{time_us: N}} (us ceiling)")
-        for metric, value in spec.items():
-            if metric not in METRICS:
-                raise ConfigError(f"{at}: unknown key {metric!r}{did_you_mean(str(metric), METRICS)}; allowed: "
-                                  f"busbw_gbps (GB/s floor), time_us (us ceiling)")
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-                raise ConfigError(f"{at}.{metric}: {value!r} is not allowed; allowed: a number > 0 ({METRICS[metric]})")
-            out.append(Expectation(name, size, metric, float(value), grid=grid))
-    return out
 
 
 # ---- baselines ---------------------------------------------------------------------------------------------

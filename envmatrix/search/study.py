@@ -26,6 +26,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional, Sequence
 
+from envmatrix.config.schema import SEARCH_DEFAULTS
 from envmatrix.env.atoms import Setup
 from envmatrix.errors import ConfigError, EnvmatrixError, did_you_mean
 from envmatrix.paths import check_name
@@ -38,27 +39,6 @@ log = logging.getLogger(__name__)
 STUDY_ATTR = "envmatrix"  # study user attribute: space, objectives, grids, backend, probe
 BASELINE_ATTR = "baseline"
 WORKER_LOST = "worker_lost"
-
-SETTINGS_DEFAULTS: dict[str, Any] = {
-    "trials": 20,
-    "sampler": "structured",  # measured: bench/search_landscapes.md
-    "seed": None,  # None: the config's top-level seed
-    "storage": None,  # None: sqlite:///<run dir>/study.sqlite
-    "study_name": None,  # None: the config's name
-    "max_failure_rate": 0.5,
-    "heartbeat_interval_s": 10.0,
-    "heartbeat_grace_s": 300.0,
-    "top_k": 10,
-    "confirm_top_k": 3,  # re-measure this many best trials (+ the default env) before naming a winner; 0: off
-    "confirm_repeats": 3,
-    "confirm_max_repeats": 6,
-    "baseline": True,
-    "max_forbidden_streak": 200,
-    "space": None,
-    "fixed": None,
-    "forbid": None,
-    "objective": None,
-}
 
 
 class SearchAborted(EnvmatrixError):
@@ -86,10 +66,10 @@ class SearchSettings:
 
 
 def parse_settings(search: Mapping[str, Any], where: str, default_name: str, default_seed: int) -> SearchSettings:
-    unknown = [str(k) for k in search if k not in SETTINGS_DEFAULTS]
+    unknown = [str(k) for k in search if k not in SEARCH_DEFAULTS]
     if unknown:
-        raise ConfigError(f"{where}: unknown key {unknown[0]!r}{did_you_mean(unknown[0], SETTINGS_DEFAULTS)}; allowed: {', '.join(SETTINGS_DEFAULTS)}")
-    s = {**SETTINGS_DEFAULTS, **{k: v for k, v in search.items() if v is not None}}
+        raise ConfigError(f"{where}: unknown key {unknown[0]!r}{did_you_mean(unknown[0], SEARCH_DEFAULTS)}; allowed: {', '.join(SEARCH_DEFAULTS)}")
+    s = {**SEARCH_DEFAULTS, **{k: v for k, v in search.items() if v is not None}}
 
     def number(key: str, kind: type, low: float, inclusive: bool = True) -> Any:
         value = s[key]
