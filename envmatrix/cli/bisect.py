@@ -27,6 +27,12 @@ examples:
   envmatrix bisect --grid 2x2 --env-file seed003_env0.sh       # KEY=VALUE / export lines as pasted
   envmatrix bisect --grid 1x2 --env-file env.sh --probe-cmd 'my_check --fast' --repeats 3
   envmatrix bisect --grid 2x2 --versions /opt/nccl/2.27/lib /opt/nccl/2.28/lib /opt/nccl/2.29/lib
+  envmatrix bisect --hosts hosts.txt conf=aws_ofi launcher=mpirun --grid 1x8   # which hosts / host pairs fail
+  envmatrix bisect --hosts slurm launcher=srun                                 # the nodes of this allocation
+
+With --hosts: each host alone, then rounds of disjoint host pairs at the same time, then group testing on the
+suspects; prints each host ok / failing / slow with its evidence runs, an `exclude:` line (a Slurm --exclude
+string) and a hostfile without them. Exit 1 when culprit hosts or links are found, 0 none, 3 inconclusive.
 """
 
 
@@ -45,6 +51,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     src.add_argument("--env-file", metavar="FILE", help="KEY=VALUE lines (export prefixes, quotes, comments, $VAR) to bisect; needs --grid")
     src.add_argument("--versions", nargs="+", metavar="PATH", help="ordered NCCL library / plugin paths (first good ... last bad)")
     src.add_argument("--versions-file", metavar="FILE", help="the same, one path per line")
+    src.add_argument("--hosts", metavar="FILE", help="find the bad hosts and host pairs among these: one host a line (HOST, HOST N, HOST:N, "
+                     "an MPI hostfile's HOST slots=N), or 'slurm' for the nodes of SLURM_JOB_NODELIST; --grid 1xP sets ranks per host")
     p.add_argument("--grid", help="NxP for --env-file / --versions (default: the config's first grid)")
     p.add_argument("--setup", help="with --failing: only this setup")
     p.add_argument("--baseline", help="a passing setup of the config to bisect against (default: empty env)")
@@ -144,6 +152,8 @@ def cmd_bisect(args: argparse.Namespace) -> int:
         code = run_version_bisect(args, inp, gpus, pins, probe, run_dir, console)
         after_command(run_dir, console)
         return code
+    if args.hosts:
+        return _host_bisect(args, inp, gpus, pins, run_dir, console)
     # An env file is checked before the run directory or store exists: bad input writes nothing.
     early = _targets(inp, args, run_dir, None, catalog) if args.env_file else None
     for _, _, atoms in early or []:
@@ -188,6 +198,65 @@ def cmd_bisect(args: argparse.Namespace) -> int:
 
     after_command(run_dir, console, args.junit, "envmatrix.bisect", probed)
     return exit_code(reports)
+
+
+def _read_hosts(spec: str) -> list[tuple[str, Any]]:
+    from envmatrix.bisect.hosts import parse_host_list
+    from envmatrix.config.compose import read_utf8
+
+    if spec == "slurm":
+        from envmatrix.launchers.allocation import expand_nodelist
+
+        nodelist = os.environ.get("SLURM_JOB_NODELIST") or os.environ.get("SLURM_NODELIST")
+        if not nodelist:
+            raise ConfigError("--hosts slurm: SLURM_JOB_NODELIST is not set; run inside salloc/sbatch or pass a host file")
+        return [(h, None) for h in expand_nodelist(nodelist)]
+    return parse_host_list(read_utf8(Path(spec), f"--hosts {spec}"), spec)
+
+
+def _host_bisect(args: argparse.Namespace, inp: Any, gpus: list, pins: Any, run_dir: str, console: Any) -> int:
+    from envmatrix.app.host_bisect import HOST_LAUNCHERS, run_host_bisect, write_outputs
+    from envmatrix.hostinfo import host_facts
+    from envmatrix.planning.grid import parse_grid
+    from envmatrix.store import open_store
+
+    listed = _read_hosts(args.hosts)
+    hosts, slots = [h for h, _ in listed], dict(listed)
+    if len(hosts) < 2:
+        raise ConfigError(f"--hosts {args.hosts}: {len(hosts)} host; host bisect needs at least 2")
+    if inp.launcher not in HOST_LAUNCHERS:
+        raise ConfigError(f"--hosts: launcher={inp.launcher} runs on this host only; allowed: launcher={', '.join(HOST_LAUNCHERS)}")
+    ppn = (parse_grid(args.grid, "--grid") if args.grid else inp.grids[0]).ppn
+    short = [h for h in hosts if slots.get(h) and slots[h] < ppn]
+    if short:
+        raise ConfigError(f"--hosts {args.hosts}: {short[0]} has {slots[short[0]]} slots but {ppn} ranks per host are asked; "
+                          f"allowed: --grid 1xP with P <= the smallest slots")
+    named = {s.name: s for s in inp.setups}
+    if args.setup is not None and args.setup not in named:
+        raise ConfigError(f"--setup {args.setup!r}: not a setup of {inp.conf_file.name}{did_you_mean(args.setup, named)}; allowed: {', '.join(named)}")
+    setup = named[args.setup] if args.setup is not None else inp.setups[0]
+    os.makedirs(run_dir, exist_ok=True)
+    host = host_facts()
+
+    def show(evidence: Any, result: Any) -> None:
+        cause = (result.root_cause or {}).get("line") or ""
+        console.print(f"round {evidence.round}: {','.join(evidence.hosts)}: {evidence.verdict}"
+                      + (f" ({result.outcome}: {cause})" if evidence.verdict != "ok" else ""), markup=False, soft_wrap=True)
+
+    with open_store(em_paths.store_url(run_dir)) as store:
+        result = run_host_bisect(inp, hosts, ppn, setup, run_dir, store, inp.probe_environment(os.environ, host), pins, len(gpus), host, show)
+    hostfile, report = write_outputs(result, run_dir, slots)
+    for name in hosts:
+        verdict = result.verdicts[name]
+        evidence = ", ".join(e.run for e in verdict.evidence if e.verdict != "ok")[:300]
+        console.print(f"{name}: {verdict.status}" + (f" ({verdict.why}; evidence: {evidence})" if verdict.status != "ok" else ""),
+                      markup=False, soft_wrap=True)
+    console.print(f"{result.rounds} rounds, {result.runs} runs" + (f"; {result.note}" if result.note else ""), markup=False)
+    console.print(result.exclude_line, markup=False, soft_wrap=True)
+    console.print(f"hostfile without them: {hostfile}\nreport: {report}", markup=False, soft_wrap=True)
+    if not result.complete:
+        return EXIT_INCONCLUSIVE
+    return EXIT_FAILURES if result.culprits else EXIT_OK
 
 
 def _check_backend(inp: Any, args: argparse.Namespace, atoms: list) -> None:

@@ -1,0 +1,111 @@
+"""Host bisect: the pure planner and search on a simulated cluster, then the real command on the namespace cluster."""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+import json
+import pathlib
+import sys
+
+import pytest
+import yaml
+
+from cluster_fixture import ns_cluster  # noqa: F401  (fixture)
+from conftest import assert_no_processes
+from envmatrix.bisect.hosts import FAILING, OK, SLOW, localise, parse_host_list, round_robin
+from envmatrix.errors import ConfigError
+
+_spec = importlib.util.spec_from_file_location("host_bisect_costs", pathlib.Path(__file__).parents[1] / "bench" / "host_bisect_costs.py")
+costs = importlib.util.module_from_spec(_spec)
+sys.modules["host_bisect_costs"] = costs  # its dataclass looks its module up
+_spec.loader.exec_module(costs)
+HOSTS = [f"n{i}" for i in range(16)]
+
+
+@pytest.mark.parametrize("n", [2, 3, 4, 7, 8, 16, 17])
+def test_round_robin_covers_every_pair_once_in_disjoint_rounds(n):
+    rounds = round_robin(n)
+    assert len(rounds) == (n - 1 if n % 2 == 0 else n)
+    seen = [p for r in rounds for p in r]
+    assert sorted(seen) == sorted(itertools.combinations(range(n), 2))
+    for r in rounds:
+        flat = [h for p in r for h in p]
+        assert len(flat) == len(set(flat))  # disjoint: a round runs at the same time
+
+
+def test_one_host_failing_alone_among_16_in_two_rounds():
+    cluster = costs.SimulatedCluster(bad={"n11"})
+    result = localise(HOSTS, cluster.run_round)
+    assert result.culprits == [("n11",)] and result.exclude == ["n11"] and result.complete
+    assert result.rounds == 2 and result.verdicts["n11"].status == FAILING and result.verdicts["n11"].why == "fails alone"
+    assert result.exclude_line == "exclude: n11" and "n11" not in result.hostfile()
+
+
+def test_a_slow_host_that_is_fine_alone_is_localised_in_three_rounds_and_confirmed_in_the_fourth():
+    cluster = costs.SimulatedCluster(slow={"n5"})
+    result = localise(HOSTS, cluster.run_round)
+    assert result.culprits == [("n5",)] and result.verdicts["n5"].status == SLOW and result.complete
+    culprit_round = max(e.round for e in result.verdicts["n5"].evidence)
+    assert culprit_round == 3 and result.rounds == 4
+    assert all(v.status == OK for h, v in result.verdicts.items() if h != "n5")
+
+
+def test_a_bad_link_is_an_interacting_pair():
+    cluster = costs.SimulatedCluster(links={frozenset({"n2", "n9"})})
+    result = localise(HOSTS, cluster.run_round)
+    assert result.culprits == [("n2", "n9")] and result.complete and len(result.exclude) == 1
+    assert result.verdicts["n2"].why == "link to n9"
+
+
+def test_the_bench_simulation_finds_every_culprit():
+    assert costs.main(trials=10) == 0
+
+
+def test_host_lists_parse_plain_slots_and_mpi_hostfiles():
+    text = "# rack 1\nnode01\nnode02 4\nnode03:2\nnode04 slots=8 max_slots=8\n"
+    assert parse_host_list(text, "h.txt") == [("node01", None), ("node02", 4), ("node03", 2), ("node04", 8)]
+    with pytest.raises(ConfigError, match="listed twice"):
+        parse_host_list("a\na\n", "h.txt")
+    with pytest.raises(ConfigError, match=r"h.txt:1: 'a slots=x' not understood"):
+        parse_host_list("a slots=x\n", "h.txt")
+
+
+def host_bisect(cli, cluster, tmp_path, hosts_file, timeout_s=60):
+    conf = tmp_path / "c.yaml"
+    conf.write_text(yaml.safe_dump(cluster.conf(grids=["1x1"], probe={"timeout_s": timeout_s})))
+    proc = cli.run("bisect", "--hosts", str(hosts_file), f"conf={conf}", "--out", str(tmp_path / "run"), timeout=300)
+    return proc, tmp_path / "run"
+
+
+@pytest.mark.slow
+def test_a_host_with_its_link_down_is_found_and_excluded(ns_cluster, cli, tmp_path):
+    cluster = ns_cluster(4)
+    cluster.link_down("node2")
+    proc, run = host_bisect(cli, cluster, tmp_path, cluster.hostfile(tmp_path / "hosts.txt", slots=2))
+    out = proc.stdout
+    assert proc.returncode == 1, out[-3000:] + proc.stderr[-2000:]
+    assert "exclude: node2\n" in out
+    assert (run / "hosts_ok.txt").read_text() == "node0 slots=2\nnode1 slots=2\nnode3 slots=2\n"
+    report = json.loads((run / "host_bisect.json").read_text())
+    assert report["verdicts"]["node2"]["status"] == "failing" and report["verdicts"]["node2"]["why"] == "fails alone"
+    assert report["rounds"] == 2 and report["complete"]
+    assert "mpirun failed on host node2" in out  # the evidence run's root cause names the host
+    assert_no_processes(cli.marker)
+
+
+@pytest.mark.slow
+def test_a_cut_link_between_two_hosts_is_found_as_a_pair(ns_cluster, cli, tmp_path):
+    cluster = ns_cluster(4)
+    cluster.cut_pair("node0", "node3")
+    hosts = tmp_path / "hosts.txt"
+    hosts.write_text("\n".join(cluster.hosts) + "\n")
+    # A blackholed peer hangs gloo's connect: each failing run lasts the probe timeout, so keep it short
+    # (a passing 4-host run takes under 10 s on two loaded cores).
+    proc, run = host_bisect(cli, cluster, tmp_path, hosts, timeout_s=20)
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-2000:]
+    report = json.loads((run / "host_bisect.json").read_text())
+    assert report["culprits"] == [["node0", "node3"]] and report["complete"]
+    assert report["verdicts"]["node0"]["why"] == "link to node3" and report["verdicts"]["node1"]["status"] == "ok"
+    assert len(report["exclude"]) == 1 and f"exclude: {report['exclude'][0]}\n" in proc.stdout
+    assert_no_processes(cli.marker)
