@@ -216,7 +216,7 @@ def _read_hosts(spec: str) -> list[tuple[str, Any]]:
 
 def _host_bisect(args: argparse.Namespace, inp: Any, gpus: list, pins: Any, run_dir: str, console: Any) -> int:
     from envmatrix.app.host_bisect import HOST_LAUNCHERS, run_host_bisect, write_outputs
-    from envmatrix.hostinfo import host_facts
+    from envmatrix.execution.hostinfo import host_facts
     from envmatrix.planning.grid import parse_grid
     from envmatrix.store import open_store
 
