@@ -1,20 +1,18 @@
-"""``envmatrix bisect --hosts``: run host bisect's rounds as real launches (one per host group, a round at once)."""
+"""``envmatrix bisect --hosts``: host bisect's rounds as real launches (one per host group, a round at once)."""
 
 from __future__ import annotations
 
 import json
 import os
 import time
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Mapping, Optional
 
 from envmatrix.bisect.hosts import FAILING, OK, SLOW, UNRESOLVED, Evidence, HostBisectResult, localise
 from envmatrix.errors import ConfigError
 from envmatrix.planning.grid import Grid
-from envmatrix.planning.plan import plan_runs
 from envmatrix.results import LAUNCH_ERROR, PASS, UNRESOLVED as RUN_UNRESOLVED, ProbeResult
 
-SLOW_OUTCOME = "slow"  # a measured cell below its expected threshold (config expect: / --baseline)
+SLOW_OUTCOME = "slow"  # a measured cell below its expect:/--baseline floor (reporting.thresholds.judge)
 HOST_LAUNCHERS = ("mpirun", "mpiexec", "srun")
 
 
@@ -28,43 +26,37 @@ def verdict_of(result: ProbeResult) -> str:
     return FAILING
 
 
-def run_host_bisect(inp: Any, hosts: list[str], ppn: int, setup: Any, run_dir: str, store: Any, inherited_env: Mapping[str, str],
-                    pins: Mapping[str, str], gpus: int, host: dict, on_run: Optional[Callable[[Evidence, ProbeResult], None]] = None
-                    ) -> HostBisectResult:
-    from envmatrix.execution.runner import execute
+def run_host_bisect(inp: Any, hosts: list[str], ppn: int, setup: Any, run_dir: str, pins: Mapping[str, str], gpus: int,
+                    on_run: Optional[Callable[[Evidence, ProbeResult], None]] = None) -> HostBisectResult:
+    from envmatrix.engine.session import open_session
+    from envmatrix.engine.trial import plan_trial, run_at_once
     from envmatrix.launchers import configure_launcher
-    from envmatrix.probes import get_probe
-    from envmatrix.app.sweep import run_workdir
+    from envmatrix.reporting.thresholds import judge
 
     if inp.launcher not in HOST_LAUNCHERS:
         raise ConfigError(f"bisect --hosts: launcher={inp.launcher} runs on this host only; allowed: launcher={', '.join(HOST_LAUNCHERS)}")
-    probe = get_probe(inp.probe.name)
     sweep_id = f"hosts-{inp.name}-{time.strftime('%Y%m%dT%H%M%S')}"
-    store.open_sweep(sweep_id, {"config": inp.config, "conf_file": str(inp.conf_file), "hosts": hosts, "ppn": ppn})
+    with open_session(inp, run_dir, pins, gpus, sweep_id=sweep_id) as session:
+        session.store.open_sweep(sweep_id, {"config": inp.config, "conf_file": str(inp.conf_file), "hosts": hosts, "ppn": ppn})
+        base = session.under(judge=lambda result: judge(result, inp.expectations))
 
-    def one(number: int, group: tuple[str, ...]) -> tuple[Evidence, ProbeResult]:
-        grid = Grid(len(group), ppn)
-        # The hosts are part of the run's identity: the same env on other hosts is another run.
-        (run,) = plan_runs([setup], [grid], inp.probe, inp.backend, f"{inp.launcher_key}@{','.join(group)}")
-        launcher = configure_launcher(inp.launcher, inp.launcher_opts, group, [grid], inp.backend)
-        workdir = run_workdir(run_dir, run, f"round{number}-{'_'.join(group)[:80]}")
-        result = execute(run, launcher, probe, workdir, inherited_env, pins, gpus)
-        return Evidence(number, group, verdict_of(result), os.path.relpath(workdir, run_dir)), result
+        def run_round(number: int, groups: list[tuple[str, ...]]) -> list[Evidence]:
+            items = []
+            for group in groups:
+                grid = Grid(len(group), ppn)
+                # The hosts are part of the run's identity: the same env on other hosts is another run.
+                on_group = base.under(launcher=configure_launcher(inp.launcher, inp.launcher_opts, group, [grid], inp.backend),
+                                      launcher_key=f"{inp.launcher_key}@{','.join(group)}")
+                items.append((on_group, plan_trial(on_group, setup, grid), f"round{number}-{'_'.join(group)}"))
+            out = []
+            for group, (session_, run, label), trial in zip(groups, items, run_at_once(items)):
+                evidence = Evidence(number, group, verdict_of(trial.result), f"round {number} {','.join(group)}: {trial.result.outcome}")
+                if on_run:
+                    on_run(evidence, trial.result)
+                out.append(evidence)
+            return out
 
-    def run_round(number: int, groups: list[tuple[str, ...]]) -> list[Evidence]:
-        with ThreadPoolExecutor(len(groups)) as ex:  # disjoint hosts: the whole round at the same time
-            done = list(ex.map(lambda g: one(number, g), groups))
-        out = []
-        for evidence, result in done:  # only this (the driver's) thread touches the store
-            result.sweep_id, result.host = sweep_id, host
-            result.root_cause = {**(result.root_cause or {}), "hosts": list(evidence.hosts)}
-            store.put(result)
-            if on_run:
-                on_run(evidence, result)
-            out.append(evidence)
-        return out
-
-    return localise(hosts, run_round, seed=inp.seed)
+        return localise(hosts, run_round, seed=inp.seed)
 
 
 def write_outputs(result: HostBisectResult, run_dir: str, slots: dict[str, Optional[int]]) -> tuple[str, str]:

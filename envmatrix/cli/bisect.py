@@ -216,9 +216,7 @@ def _read_hosts(spec: str) -> list[tuple[str, Any]]:
 
 def _host_bisect(args: argparse.Namespace, inp: Any, gpus: list, pins: Any, run_dir: str, console: Any) -> int:
     from envmatrix.app.host_bisect import HOST_LAUNCHERS, run_host_bisect, write_outputs
-    from envmatrix.execution.hostinfo import host_facts
     from envmatrix.planning.grid import parse_grid
-    from envmatrix.store import open_store
 
     listed = _read_hosts(args.hosts)
     hosts, slots = [h for h, _ in listed], dict(listed)
@@ -235,16 +233,12 @@ def _host_bisect(args: argparse.Namespace, inp: Any, gpus: list, pins: Any, run_
     if args.setup is not None and args.setup not in named:
         raise ConfigError(f"--setup {args.setup!r}: not a setup of {inp.conf_file.name}{did_you_mean(args.setup, named)}; allowed: {', '.join(named)}")
     setup = named[args.setup] if args.setup is not None else inp.setups[0]
-    os.makedirs(run_dir, exist_ok=True)
-    host = host_facts()
-
     def show(evidence: Any, result: Any) -> None:
         cause = (result.root_cause or {}).get("line") or ""
         console.print(f"round {evidence.round}: {','.join(evidence.hosts)}: {evidence.verdict}"
                       + (f" ({result.outcome}: {cause})" if evidence.verdict != "ok" else ""), markup=False, soft_wrap=True)
 
-    with open_store(em_paths.store_url(run_dir)) as store:
-        result = run_host_bisect(inp, hosts, ppn, setup, run_dir, store, inp.probe_environment(os.environ, host), pins, len(gpus), host, show)
+    result = run_host_bisect(inp, hosts, ppn, setup, run_dir, pins, len(gpus), show)
     hostfile, report = write_outputs(result, run_dir, slots)
     for name in hosts:
         verdict = result.verdicts[name]

@@ -130,6 +130,14 @@ def run_trials(session: Session, runs: Sequence[Run], *, rerun: bool = False, li
     notify("end", progress, None)
 
 
+def run_at_once(items: Sequence[tuple[Session, Run, Optional[str]]]) -> list[Trial]:
+    """(session, run, label) trials launched at the same time (on disjoint hosts: host bisect's rounds),
+    committed by the calling thread in the order given."""
+    with ThreadPoolExecutor(max(1, len(items))) as ex:
+        results = list(ex.map(lambda item: _launch(item[0], item[1], item[2], None), items))
+    return [_commit(session, result) for (session, _, _), result in zip(items, results)]
+
+
 def trial_workdir(run_dir: str, run: Run, label: Optional[str], attempt: str) -> str:
     return os.path.join(run_dir, "logs", f"{run.grid.label}_{_safe(label or run.setup.name)}_{run.key}", attempt)
 
