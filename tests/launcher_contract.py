@@ -25,7 +25,7 @@ import pytest
 from conftest import assert_no_processes
 from envmatrix.env import Atom, Setup
 from envmatrix.env.atoms import PREPEND, UNSET
-from envmatrix.execution.runner import execute
+from envmatrix.engine.launch import execute
 from envmatrix.launchers import LaunchContext, get_launcher
 from envmatrix.launchers.shim import derive_rank_env
 from envmatrix.planning import Grid, plan_runs

@@ -14,8 +14,8 @@ import pytest
 
 from conftest import assert_no_processes, processes_with_marker, write_conf
 from envmatrix.execution.pool import WarmPool, cold_reason
-from envmatrix.execution.processes import ProcessSpec
-from envmatrix.execution.runner import free_port
+from envmatrix.boundary import ProcessSpec
+from envmatrix.engine.launch import free_port
 
 pytestmark = pytest.mark.slow
 

@@ -5,7 +5,8 @@ import sys
 import time
 import uuid
 
-from envmatrix.execution.processes import ProcessSpec, run_capture, run_group
+from envmatrix.boundary import ProcessSpec
+from envmatrix.execution.processes import run_capture, run_group
 
 from conftest import assert_no_processes
 

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from envmatrix.execution.processes import ProcessOutcome
+from envmatrix.boundary import ProcessOutcome
 from envmatrix.probes.builtin import BuiltinProbe
 from envmatrix.probes.outcome import verdict
 from envmatrix.results import RankResult

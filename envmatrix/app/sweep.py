@@ -57,7 +57,7 @@ def dry_run(inp: SweepInput, runs: list[Run], run_dir: str, base_env: Mapping[st
     Only the port differs from a real run (picked free at launch time); the result dir is
     logs/<run>/dry-run instead of a timestamp.
     """
-    from envmatrix.execution.runner import launch_context
+    from envmatrix.engine.launch import launch_context
     from envmatrix.launchers.render import plan_json
 
     launcher, probe = inp.make_launcher(), get_probe(inp.probe.name)

@@ -73,7 +73,7 @@ def run_trial(
 
 def _launch(session: Session, run: Run, label: Optional[str], cuda_visible: Optional[str]) -> ProbeResult:
     """Start the run's processes and read their verdict; touches no store (packed lanes call it from threads)."""
-    from envmatrix.execution.runner import execute
+    from envmatrix.engine.launch import execute
 
     environ, gpus = session.environ, session.gpus
     if cuda_visible is not None:

@@ -18,7 +18,8 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import IO, Mapping, Optional, Sequence
 
-from envmatrix.execution.processes import ProcessSpec, _child_setup, _killpg, popen_spec
+from envmatrix.boundary import ProcessSpec
+from envmatrix.execution.processes import _child_setup, _killpg, popen_spec
 
 # What the dynamic loader (or the interpreter) resolved when the server started:
 # a run that changes one of these must not inherit the server's choice.

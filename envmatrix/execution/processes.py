@@ -15,6 +15,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Optional, Sequence
 
+from envmatrix.boundary import ProcessOutcome, ProcessSpec
+
 _PR_SET_PDEATHSIG = 1
 try:
     _prctl = ctypes.CDLL(None, use_errno=True).prctl
@@ -27,26 +29,6 @@ def _child_setup() -> None:
     os.setsid()
     if _prctl is not None:
         _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-
-
-@dataclass(frozen=True)
-class ProcessSpec:
-    argv: tuple[str, ...]
-    env: Mapping[str, str]
-    log_path: str
-    label: str = ""
-    cwd: Optional[str] = None
-
-
-@dataclass
-class ProcessOutcome:
-    label: str
-    pid: Optional[int]
-    exit_code: Optional[int]
-    signal: Optional[str]
-    killed_by: Optional[str]  # "timeout" | "peer_failure" | None
-    ended_at: float
-    launch_error: Optional[str] = None
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ import abc
 from dataclasses import dataclass, field
 from typing import Mapping, Optional
 
-from envmatrix.execution.processes import ProcessSpec
+from envmatrix.boundary import ProcessSpec
 from envmatrix.planning.plan import Run
 from envmatrix.registry import Registry
 

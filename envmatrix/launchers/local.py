@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 
 from envmatrix.env.merge import compose_rank_env
-from envmatrix.execution.processes import ProcessSpec
+from envmatrix.boundary import RESULT_DIR_VAR, ProcessSpec
 from envmatrix.launchers.base import LaunchContext, Launcher, LaunchPlan, RankSlot, register
 from envmatrix.planning.plan import Run
 
@@ -36,7 +36,7 @@ def rank_vars(run: Run, slot: RankSlot, ctx: LaunchContext) -> dict[str, str]:
         "ENVMATRIX_NNODES": str(grid.nodes),
         "ENVMATRIX_BACKEND": run.backend,
         "ENVMATRIX_RUN_KEY": run.key,
-        "ENVMATRIX_RESULT_DIR": ctx.workdir,
+        RESULT_DIR_VAR: ctx.workdir,
     }
     if slot.device is not None:
         env["ENVMATRIX_DEVICE"] = str(slot.device)

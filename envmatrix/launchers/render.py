@@ -14,7 +14,7 @@ import os
 import shlex
 from typing import Any, Mapping
 
-from envmatrix.execution.processes import ProcessSpec
+from envmatrix.boundary import ProcessSpec
 from envmatrix.launchers.base import LaunchPlan
 
 

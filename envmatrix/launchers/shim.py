@@ -38,7 +38,7 @@ from typing import Any, Mapping, Optional, Sequence
 from envmatrix.env.atoms import UNSET
 from envmatrix.env.merge import compose_rank_env
 from envmatrix.errors import ConfigError, PlanError, did_you_mean
-from envmatrix.execution.processes import ProcessOutcome, ProcessSpec
+from envmatrix.boundary import RESULT_DIR_VAR, ProcessOutcome, ProcessSpec, env_report_path
 from envmatrix.launchers.base import LaunchContext, Launcher, LaunchPlan, RankSlot
 from envmatrix.launchers.local import LOOPBACK_DEFAULTS, emulated_hostid, rank_vars as local_rank_vars
 from envmatrix.planning.plan import Run
@@ -336,13 +336,13 @@ def main(argv: Sequence[str]) -> int:
     except ValueError as exc:
         print(f"envmatrix shim: {exc}", file=sys.stderr)
         return 2
-    result_dir = env.get("ENVMATRIX_RESULT_DIR") or "."
+    result_dir = env.get(RESULT_DIR_VAR) or "."
     parent = os.getppid()
     _pdeathsig(signal.SIGTERM)  # launcher gone (mpirun puts ranks in their own groups): clean up below
     if os.getppid() != parent:
         return 137
     try:
-        _write_json(os.path.join(result_dir, f"rank{rank}.env.json"), env_report(env, rank))
+        _write_json(env_report_path(result_dir, rank), env_report(env, rank))
         log = os.open(os.path.join(result_dir, f"rank{rank}.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     except OSError as exc:
         print(f"envmatrix shim: rank {rank}: cannot write to ENVMATRIX_RESULT_DIR={result_dir}: {exc}", file=sys.stderr)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from typing import Any, Mapping
 
-from envmatrix.execution.processes import ProcessSpec
+from envmatrix.boundary import ProcessSpec
 from envmatrix.launchers.base import LaunchContext, register
 from envmatrix.launchers.shim import Layout, ShimLauncher
 from envmatrix.planning.plan import Run

@@ -14,7 +14,7 @@ import os
 from typing import Any, Mapping
 
 from envmatrix.errors import PlanError
-from envmatrix.execution.processes import ProcessSpec
+from envmatrix.boundary import ProcessSpec
 from envmatrix.launchers.base import LaunchContext, register
 from envmatrix.launchers.shim import Layout, ShimLauncher
 from envmatrix.planning.plan import Run

@@ -7,7 +7,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 from envmatrix.bench.aggregate import aggregate_rows
 from envmatrix.errors import ConfigError, did_you_mean
-from envmatrix.execution.processes import ProcessOutcome
+from envmatrix.boundary import ProcessOutcome
 from envmatrix.planning.plan import ProbeSpec
 from envmatrix.probes.rootcause import root_cause_line, tail
 from envmatrix.registry import Registry

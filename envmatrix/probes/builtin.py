@@ -10,7 +10,7 @@ from envmatrix.bench.formulas import ALL
 from envmatrix.bench.sizes import parse_size, size_sweep
 from envmatrix.bench.timing import DEFAULT_TIMING, check_timing
 from envmatrix.errors import ConfigError, did_you_mean
-from envmatrix.execution.processes import ProcessOutcome
+from envmatrix.boundary import ProcessOutcome
 from envmatrix.planning.plan import ProbeSpec
 from envmatrix.probes.base import Probe, from_process, register
 from envmatrix.probes.rootcause import root_cause_line

@@ -6,7 +6,7 @@ import shlex
 from typing import Any, Optional, Sequence
 
 from envmatrix.errors import ConfigError
-from envmatrix.execution.processes import ProcessOutcome
+from envmatrix.boundary import ProcessOutcome
 from envmatrix.planning.plan import ProbeSpec
 from envmatrix.probes.base import Probe, from_process, register
 from envmatrix.probes.builtin import nccl_debug_env

@@ -10,6 +10,7 @@ import time
 from array import array
 from typing import Mapping, Optional
 
+from envmatrix.boundary import RESULT_DIR_VAR
 from envmatrix.probes.identity import echoed_env, rank_identity
 from envmatrix.probes.mpi import MPI4PY_MISSING
 from envmatrix.probes.rank_main import Reporter, _fail
@@ -47,7 +48,7 @@ def main() -> int:
     spec = json.loads(os.environ.get("ENVMATRIX_PROBE", "{}"))
     launcher = rank_identity(os.environ)
     rank = launcher[0] if launcher else int(os.environ.get("OMPI_COMM_WORLD_RANK", os.environ.get("PMI_RANK", 0)))
-    reporter = Reporter(os.environ.get("ENVMATRIX_RESULT_DIR", "."), rank)
+    reporter = Reporter(os.environ.get(RESULT_DIR_VAR, "."), rank)
     reporter.data.update(env=echoed_env(os.environ), device=f"cpu ({socket.gethostname()})")
     started = time.perf_counter()
     reporter.phase("import")

@@ -14,6 +14,7 @@ import time
 import traceback
 from typing import Any
 
+from envmatrix.boundary import RESULT_DIR_VAR, rank_report_path
 from envmatrix.probes.identity import echoed_env, host_identity, rank_identity
 
 WRONG_RESULT_EXIT = 3
@@ -23,7 +24,7 @@ START_MODE = "cold"
 
 class Reporter:
     def __init__(self, result_dir: str, rank: int) -> None:
-        self.path = os.path.join(result_dir, f"rank{rank}.json")
+        self.path = rank_report_path(result_dir, rank)
         self.data: dict[str, Any] = {"rank": rank, "pid": os.getpid(), "phase": "start", "timings": {}, "checks": []}
         self.seq = 0
 
@@ -136,7 +137,7 @@ def main() -> int:
         print("envmatrix rank: no rank variables (RANK/WORLD_SIZE, OMPI_COMM_WORLD_*, PMI_*, SLURM_*) set", file=sys.stderr)
         return 2
     rank, world, local_rank = identity
-    result_dir = os.environ.get("ENVMATRIX_RESULT_DIR", ".")
+    result_dir = os.environ.get(RESULT_DIR_VAR, ".")
     stack_file = install_stack_dump(result_dir, rank)  # noqa: F841 - must stay open
     reporter = Reporter(result_dir, rank)
     reporter.data.update(env=echoed_env(os.environ), world=world, local_rank=local_rank)

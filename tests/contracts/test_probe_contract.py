@@ -20,7 +20,7 @@ import pytest
 from conftest import assert_no_processes
 from envmatrix.env import Atom, Setup
 from envmatrix.env.atoms import PREPEND
-from envmatrix.execution.runner import execute
+from envmatrix.engine.launch import execute
 from envmatrix.launchers import get_launcher
 from envmatrix.planning import Grid, plan_runs
 from envmatrix.probes import get_probe, probe_names

@@ -9,6 +9,7 @@ import sys
 import time
 from typing import Any, Mapping, Optional
 
+from envmatrix.boundary import env_report_path, rank_report_path
 from envmatrix.env.atoms import Setup
 from envmatrix.env.merge import materialize
 from envmatrix.execution.hang import StackRequest, diagnose, ras_address
@@ -88,7 +89,7 @@ def execute(
     for slot in plan.slots:
         paths = plan.logs_of(slot.rank)
         rank = RankResult(rank=slot.rank, node=slot.node, local_rank=slot.local_rank, log_path=paths[0])
-        report = _read_json(os.path.join(workdir, f"rank{slot.rank}.json"))
+        report = _read_json(rank_report_path(workdir, slot.rank))
         if report is not None:
             reported.add(slot.rank)
         log = "".join(_read_text(p) for p in paths)
@@ -98,7 +99,7 @@ def execute(
     if outcome != PASS:
         outcome, cause = launcher_level(launcher, plan, outcomes, ranks, reported) or (outcome, cause)
     # Env delivery proof: what each rank saw (shim's rank{R}.env.json, else the probe's echo) vs the plan.
-    shim = {s.rank: _read_json(os.path.join(workdir, f"rank{s.rank}.env.json")) for s in plan.slots}
+    shim = {s.rank: _read_json(env_report_path(workdir, s.rank)) for s in plan.slots}
     for rank, log in zip(ranks, logs):
         rank.env = rank.env or dict((shim.get(rank.rank) or {}).get("env") or {})
         rank.hostname = rank.hostname or (shim.get(rank.rank) or {}).get("host")
