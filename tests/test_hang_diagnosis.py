@@ -66,6 +66,26 @@ def test_torchrun_agent_is_spared_and_its_ranks_answer(cli, tmp_path):
     _check_diagnosis(result, stdout)
 
 
+def test_ranks_waiting_on_an_async_handle_still_name_the_stalled_rank(cli, tmp_path):
+    """NCCL's behaviour on gloo: every collective is called with async_op=True and the rank blocks in work.wait(),
+    outside torch.distributed (as a GPU rank blocks in its next CUDA op). The ranks past the call carry the launched
+    mark and wait in allgather; rank 1, which never called it, is still the culprit."""
+    conf = write_conf(tmp_path / "hang.yaml", HANG_CONF.format(launcher="local", timeout=30) + "  async_op: true\n")
+    done = cli.run("sweep", f"conf={conf}", "--out", str(tmp_path / "o"))
+    assert done.returncode == 1, done.stderr + done.stdout
+    (result,) = json.loads((tmp_path / "o" / "results.json").read_text())["results"]
+    assert_no_processes(cli.marker)
+    assert result["outcome"] == "timeout"
+    line = result["hang"]["line"]
+    assert line.startswith(f"rank 1 on host {result['ranks'][1]['hostname']} stuck outside any collective at rank_main.py:"), line
+    assert "in stall_here, before allgather (seq 2)" in line and "ranks 0,2-3 wait in allgather (seq 2)" in line, line
+    ranks = result["hang"]["ranks"]
+    for r in ("0", "2", "3"):  # blocked in the Work handle's wait, called from the probe's own code
+        assert ranks[r]["collective"] is None and ranks[r]["frame"].endswith("in run_checks"), ranks[r]
+        assert "torch/distributed" not in ranks[r]["stack"].split("Current thread")[-1] and ranks[r]["progress"]["launched"] is True
+    assert "in stall_here" in ranks["1"]["stack"] and "launched" not in ranks["1"]["progress"]
+
+
 def test_passing_run_records_where_each_rank_ran(cli, tmp_path):
     conf = write_conf(tmp_path / "ok.yaml", "backend: gloo\ngrids: [2x2]\nsetups: {plain: {}}\nprobe: {timeout_s: 60, collectives: [allreduce]}\n")
     done = cli.run("sweep", f"conf={conf}", "--out", str(tmp_path / "o"))

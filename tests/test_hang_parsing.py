@@ -9,9 +9,13 @@ import sys
 import threading
 import time
 
-from envmatrix.execution.hang import (RAS_PORT, diagnose, nccl_tail, parse_stacks, query_ras, ras_address, ras_summary,
-                                      where_stuck)
+from pathlib import Path
+
+from envmatrix.execution.hang import (RAS_PORT, diagnose, nccl_tail, parse_stacks, query_ras, ras_address,
+                                      ras_operation_counts, ras_summary, where_stuck)
 from envmatrix.results import RankResult
+
+DATA = Path(__file__).parent / "data"
 
 # A rank blocked in torch.distributed's all_reduce, as faulthandler prints it (paths as on any install).
 BLOCKED_IN_ALLREDUCE = """Thread 0x00007f2a1c5fe6c0 (most recent call first):
@@ -86,30 +90,23 @@ def test_nccl_tail_keeps_the_last_nccl_lines():
     assert nccl_tail(log, 3) == [f"h:1:1 [0] NCCL INFO line {i}" for i in (17, 18, 19)]
 
 
-# Shaped like the text NCCL's RAS sends after STATUS (section titles underlined, src/ras/client_support.cc).
-RAS_STATUS = """Job summary
-===========
-
-  Nodes  Processes         GPUs
-      2          4            4
-
-Errors
-======
-
-INCOMPLETE
-  Missing communicator data from 1 job process
-  Process 4242 on node 10.0.0.2 managing GPU 1
-
-Warnings
-========
-
-"""
+# NCCL 2.28.9's RAS answer to STATUS on the 2xH200 box (bench/h200x2_hang_topo.sh, local launcher): rank 1 stalled
+# before its allgather (probe.stall), rank 0 had launched it.
+RAS_STATUS = (DATA / "nccl_ras" / "status_2.28.9.txt").read_text()
 
 
 def test_ras_summary_reads_errors_and_warnings():
-    assert ras_summary(RAS_STATUS) == ("INCOMPLETE: Missing communicator data from 1 job process "
-                                       "Process 4242 on node 10.0.0.2 managing GPU 1")
+    assert ras_summary(RAS_STATUS) == (
+        "#0-0 (37a1b2eba937da59) MISMATCH: Communicator ranks have different AllGather operation counts "
+        "Rank 0 has launched up to operation 1 -- GPU 0 managed by process 860 on node 127.0.0.1 "
+        "Rank 1 has not launched any operations -- GPU 1 managed by process 862 on node 127.0.0.1")
     assert ras_summary("Job summary\n===========\n\nErrors\n======\n\nWarnings\n========\n") is None
+
+
+def test_ras_operation_counts_of_the_mismatched_communicator():
+    assert ras_operation_counts(RAS_STATUS) == {0: 1, 1: 0}
+    assert ras_operation_counts(RAS_STATUS.replace("MISMATCH", "OK")) == {}  # counts only of a reported mismatch
+    assert ras_operation_counts("") == {}
 
 
 def test_ras_address_default_and_override():
@@ -164,6 +161,9 @@ def test_stall_and_topology_params_are_checked():
             probe.spec({"stall": bad})
     with pytest.raises(ConfigError, match="^probe.nccl_dump_topology: 'yes' not allowed; allowed: true, false$"):
         probe.spec({"nccl_dump_topology": "yes"})
+    assert probe.spec({"async_op": True}).params["async_op"] is True
+    with pytest.raises(ConfigError, match="^probe.async_op: 1 not allowed; allowed: true, false$"):
+        probe.spec({"async_op": 1})
 
 
 BLOCKED_IN_INIT = BLOCKED_IN_ALLREDUCE.replace("line 2806 in all_reduce", "line 1710 in init_process_group")
@@ -203,3 +203,46 @@ def test_cuda_sync_counts_as_waiting_in_the_marked_collective():
     line = diagnose(ranks, {0: BLOCKED_IN_CUDA_SYNC, 1: stalled}, {})["line"]
     assert line == ("rank 1 on host g1 stuck outside any collective at rank_main.py:94 in stall_here, before allgather "
                     "(seq 2); rank 0 wait in allgather (seq 2)")
+
+
+# The box's hang (local launcher, NCCL 2.28.9, main 40dfbd1): rank 0 had enqueued allgather seq 2 and blocked in
+# the next CUDA op of its own code (rank_main.py:115, torch.cat), rank 1 sat in stall_here before the same call.
+ENQUEUED_THEN_BLOCKED = BLOCKED_IN_ALLREDUCE.replace(
+    '  File "/venv/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py", line 2806 in all_reduce\n'
+    '  File "/venv/lib/python3.11/site-packages/torch/distributed/c10d_logger.py", line 81 in wrapper\n'
+    '  File "/src/envmatrix/probes/rank_main.py", line 108 in run_checks\n',
+    '  File "/src/envmatrix/probes/rank_main.py", line 115 in run_checks\n')
+STALLED_BEFORE_THE_CALL = ENQUEUED_THEN_BLOCKED.replace("line 115 in run_checks\n",
+                                                        "line 94 in stall_here\n  File \"/src/envmatrix/probes/rank_main.py\", line 92 in enter\n")
+
+
+def _box_ranks(launched_marks):
+    return [RankResult(rank=r, hostname="vm", killed_by="timeout",
+                       progress={"collective": "allgather", "seq": 2, **({"launched": True} if r in launched_marks else {})})
+            for r in range(2)]
+
+
+def test_a_rank_past_the_call_of_an_asynchronous_collective_waits_in_it():
+    """The launched mark tells the rank that enqueued seq 2 (and waits on its result) from the one that never called it."""
+    line = diagnose(_box_ranks({0}), {0: ENQUEUED_THEN_BLOCKED, 1: STALLED_BEFORE_THE_CALL}, {})["line"]
+    assert line == ("rank 1 on host vm stuck outside any collective at rank_main.py:94 in stall_here, before allgather "
+                    "(seq 2); rank 0 wait in allgather (seq 2)")
+
+
+def test_the_box_hang_without_launched_marks_is_named_by_nccl_ras():
+    """The very input that blamed rank 0 on the box (markers without the launched mark): NCCL RAS's operation
+    counts say rank 1 launched nothing, and the line follows and shows them."""
+    block = diagnose(_box_ranks(set()), {0: ENQUEUED_THEN_BLOCKED, 1: STALLED_BEFORE_THE_CALL}, {}, RAS_STATUS)
+    assert block["line"] == ("rank 1 on host vm stuck outside any collective at rank_main.py:94 in stall_here, before "
+                             "allgather (seq 2); rank 0 wait in allgather (seq 2); NCCL RAS: rank 1 launched no "
+                             "operation, rank 0 launched up to operation 1")
+    assert block["ras_operation_counts"] == {"0": 1, "1": 0}
+    without_ras = diagnose(_box_ranks(set()), {0: ENQUEUED_THEN_BLOCKED, 1: STALLED_BEFORE_THE_CALL}, {})["line"]
+    assert without_ras.startswith("rank 0 on host vm stuck outside any collective at rank_main.py:115")  # the box's line
+
+
+def test_every_rank_past_the_call_names_the_one_furthest_behind_as_waiting_for_a_result():
+    ranks = [RankResult(rank=r, hostname="h", killed_by="timeout", progress={"collective": "allreduce", "seq": s, "launched": True})
+             for r, s in ((0, 4), (1, 3))]
+    line = diagnose(ranks, {0: ENQUEUED_THEN_BLOCKED, 1: ENQUEUED_THEN_BLOCKED}, {})["line"]
+    assert line == "rank 1 on host h stuck waiting for the result of allreduce (seq 3); rank 0 wait in allreduce (seq 4)"

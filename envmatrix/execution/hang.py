@@ -101,6 +101,13 @@ class RankState:
     frame: Optional[Frame]
     has_stack: bool
     phase: Optional[str] = None  # last phase the rank reported (import, init, collectives, ...)
+    launched: bool = False  # the marked collective returned to Python (enqueued, for NCCL) before the rank blocked
+
+    @property
+    def waiting(self) -> bool:
+        """Blocked in a collective, or past the call of an asynchronous one (NCCL returns at once; the rank
+        then waits on its result in a sync, an .item() or a work.wait() outside torch.distributed)."""
+        return bool(self.collective and self.collective != "destroy") or (self.launched and not self.collective)
 
     def label(self) -> str:
         if self.collective == "init" or (not self.collective and not self.marker and self.phase == "init"):
@@ -120,37 +127,45 @@ def rank_state(rank: RankResult, stack_text: str) -> RankState:
     seq = progress.get("seq")
     return RankState(rank.rank, rank.hostname or f"node{rank.node}", rank.killed_by == "timeout",
                      progress.get("collective"), int(seq) if seq is not None else None, collective, frame,
-                     bool(stack_text.strip()), rank.phase)
+                     bool(stack_text.strip()), rank.phase, bool(progress.get("launched")))
 
 
 def _behind(s: RankState) -> tuple[int, int]:
     return (s.seq if s.seq is not None else -1, s.rank)
 
 
-def _culprit(states: Sequence[RankState]) -> RankState:
-    """The rank that explains the others, in this order: one that could not even run its signal handler
-    (stopped, or wedged in native code) while peers answered; one outside any collective while peers wait
-    in one; the one furthest behind (lowest sequence number); the lowest rank."""
+def _culprit(states: Sequence[RankState], behind_per_nccl: Optional[int] = None) -> RankState:
+    """The rank that explains the others, in this order: the one NCCL's RAS counts fewest launched operations
+    for (NCCL's own account); one that could not even run its signal handler (stopped, or wedged in native
+    code) while peers answered; one that never got past the call of the collective its peers wait in; the
+    one furthest behind (lowest sequence number); the lowest rank."""
+    named = [s for s in states if s.rank == behind_per_nccl]
+    if named:
+        return named[0]
     answered = [s for s in states if s.has_stack]
     silent = [s for s in states if not s.has_stack]
     if answered and silent:
         return min(silent, key=_behind)
-    waiting = [s for s in answered if s.collective and s.collective != "destroy"]
-    outside = [s for s in answered if not s.collective]
+    waiting = [s for s in answered if s.waiting]
+    outside = [s for s in answered if not s.waiting and not s.collective]
     if waiting and outside:
         return min(outside, key=_behind)
     return min(states, key=_behind)
 
 
-def summary_line(states: Sequence[RankState]) -> Optional[str]:
-    """One line: the culprit rank, where it is stuck, and where the others wait."""
+def summary_line(states: Sequence[RankState], ras_counts: Optional[Mapping[int, int]] = None) -> Optional[str]:
+    """One line: the culprit rank, where it is stuck, and where the others wait (and NCCL RAS's operation
+    counts when it found them differ)."""
     alive = [s for s in states if s.alive]
     if not alive:
         return None
-    culprit = _culprit(alive)
+    behind = ras_behind(ras_counts or {}, len(states))
+    culprit = _culprit(alive, behind)
     if not culprit.has_stack and any(s.has_stack for s in alive):
         head = (f"rank {culprit.rank} on host {culprit.host} did not answer the stack request (stopped, or wedged "
                 f"outside Python) in {culprit.label()}")
+    elif culprit.has_stack and not culprit.collective and culprit.launched:
+        head = f"rank {culprit.rank} on host {culprit.host} stuck waiting for the result of {culprit.label()}"
     elif culprit.has_stack and not culprit.collective and culprit.frame is not None:
         head = f"rank {culprit.rank} on host {culprit.host} stuck outside any collective at {culprit.frame.short()}"
         if culprit.marker:
@@ -167,6 +182,10 @@ def summary_line(states: Sequence[RankState]) -> Optional[str]:
         parts.append(f"rank{'s' if len(done) > 1 else ''} {compress_ranks(done)} no longer running")
     if not any(s.has_stack for s in alive):
         parts.append("no rank answered the stack request")
+    if behind is not None:
+        parts.append("NCCL RAS: " + ", ".join(
+            f"rank {r} {'launched no operation' if n == 0 else f'launched up to operation {n}'}"
+            for r, n in sorted(ras_counts.items(), key=lambda kv: (kv[1], kv[0]))))
     return "; ".join(parts)
 
 
@@ -181,10 +200,12 @@ def diagnose(ranks: Sequence[RankResult], stacks: Mapping[int, str], logs: Mappi
             "collective": state.collective, "frame": state.frame.short() if state.frame else None,
             "stack": stacks.get(rank.rank, "")[-6000:], "nccl_tail": nccl_tail(logs.get(rank.rank, "")),
         }
-    block: dict[str, Any] = {"line": summary_line(states), "ranks": per_rank}
+    counts = ras_operation_counts(ras or "")
+    block: dict[str, Any] = {"line": summary_line(states, counts), "ranks": per_rank}
     if ras is not None:
         block["ras"] = ras[-20000:]
         block["ras_line"] = ras_summary(ras)
+        block["ras_operation_counts"] = {str(r): n for r, n in counts.items()}
     return block
 
 
@@ -241,6 +262,34 @@ def ras_summary(text: str) -> Optional[str]:
         else:
             entries.append(line.strip())
     return "; ".join(entries[:6]) or None
+
+
+_RAS_LAUNCHED = re.compile(r"^\s*Rank (\d+) has (?:launched up to operation (\d+)|not launched any operations?)", re.M)
+
+
+def ras_operation_counts(text: str) -> dict[int, int]:
+    """RAS's per-rank operation counts of the first communicator it reports a count MISMATCH for
+    ("Rank 0 has launched up to operation 1", "Rank 1 has not launched any operations"; 0 = none)."""
+    counts: dict[int, int] = {}
+    for entry in re.split(r"\n(?=\S)", text):
+        title = entry.strip().splitlines()[0] if entry.strip() else ""
+        if "MISMATCH" not in title:
+            continue
+        for m in _RAS_LAUNCHED.finditer(entry):
+            counts[int(m.group(1))] = int(m.group(2)) if m.group(2) else 0
+        if counts:
+            return counts
+    return counts
+
+
+def ras_behind(counts: Mapping[int, int], world: int) -> Optional[int]:
+    """The rank with the fewest launched operations, when RAS counted exactly one such rank of a
+    communicator as large as the run (its ranks are then the run's ranks)."""
+    if len(counts) != world or len(set(counts.values())) < 2:
+        return None
+    fewest = min(counts.values())
+    behind = [r for r, n in counts.items() if n == fewest]
+    return behind[0] if len(behind) == 1 else None
 
 
 def nccl_at_least(version: Optional[str], major: int, minor: int) -> bool:

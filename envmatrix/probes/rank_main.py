@@ -35,6 +35,12 @@ class Reporter:
         self.flush()
         return self.seq
 
+    def launched(self) -> None:
+        """Mark that the entered collective returned to Python: enqueued (NCCL returns at once), or done (gloo).
+        A rank blocked past this mark waits for the collective's result; one blocked before it never joined."""
+        self.data["progress"]["launched"] = True
+        self.flush()
+
     def phase(self, name: str, **extra: Any) -> None:
         self.data["phase"] = name
         self.data.update(extra)
@@ -96,33 +102,43 @@ def stall_here(stall: Any, rank: int, seq: int) -> None:
 
 
 def run_checks(dist: Any, torch: Any, device: Any, world: int, rank: int, numel: int, collectives: list[str],
-               enter: Any = None) -> list[dict[str, Any]]:
+               enter: Any = None, launched: Any = None, async_op: bool = False) -> list[dict[str, Any]]:
     """Value-checked collectives; each check counts wrong elements like nccl-tests' #wrong.
-    ``enter(name)`` is called before each one (the progress marker)."""
+    ``enter(name)`` is called before each one and ``launched()`` once it returned (the progress markers).
+    ``async_op``: call each with async_op=True and wait on its handle, as NCCL behaves on a GPU (the call
+    returns at once and the rank blocks later, outside torch.distributed)."""
     checks = []
     for name in collectives:
         if enter is not None:
             enter(name)
         t0 = time.perf_counter()
+        works = []
         if name == "allreduce":
             buf = torch.full((numel,), float(rank + 1), device=device)
-            dist.all_reduce(buf)
+            works.append(dist.all_reduce(buf, async_op=async_op))
             expected = torch.full_like(buf, world * (world + 1) / 2)
             got = buf
         elif name == "allgather":
             mine = torch.full((numel,), float(rank + 1), device=device)
             outs = [torch.empty_like(mine) for _ in range(world)]
-            dist.all_gather(outs, mine)
-            got = torch.cat(outs)
+            works.append(dist.all_gather(outs, mine, async_op=async_op))
+            got = outs
             expected = torch.cat([torch.full_like(mine, float(i + 1)) for i in range(world)])
         elif name == "alltoall":
             chunk = max(1, numel // world)
             send = torch.cat([torch.full((chunk,), float(rank * world + j), device=device) for j in range(world)])
             got = torch.empty_like(send)
-            dist.all_to_all_single(got, send)
+            works.append(dist.all_to_all_single(got, send, async_op=async_op))
             expected = torch.cat([torch.full((chunk,), float(i * world + rank), device=device) for i in range(world)])
         else:
             raise ValueError(f"unknown collective {name!r}")
+        if launched is not None:
+            launched()
+        for work in works:
+            if work is not None:
+                work.wait()
+        if isinstance(got, list):
+            got = torch.cat(got)
         if device.type == "cuda":
             torch.cuda.synchronize(device)
         wrong = int((got != expected).sum().item())
@@ -195,7 +211,8 @@ def main() -> int:
             stall_here(stall, rank, reporter.enter(name))
 
         checks = run_checks(dist, torch, device, world, rank, int(spec.get("numel", 4096)),
-                            list(spec.get("collectives", ["allreduce"])), enter)
+                            list(spec.get("collectives", ["allreduce"])), enter, reporter.launched,
+                            bool(spec.get("async_op")))
         reporter.data["checks"] = checks
         reporter.data["timings"]["collectives_s"] = time.perf_counter() - t0
     except Exception as exc:  # noqa: BLE001
