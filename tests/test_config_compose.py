@@ -87,6 +87,12 @@ def test_did_you_mean_at_every_level(override, expect):
     assert expect in _error("conf=default", override)
 
 
+@pytest.mark.parametrize("override", ["expect.allreduce.64M.busbw_gbps=250", "expect.1x4.allreduce.1024.time_us=5"])
+def test_an_override_key_hydra_cannot_parse_is_blamed_not_its_value(override):
+    message = _error("conf=default", override)
+    assert "Hydra cannot parse it" in message and "must start with a letter" in message and "quote the value" not in message
+
+
 def test_unknown_launcher_option_is_named_for_the_launcher_in_use():
     assert "unknown key 'extra_arg' (did you mean extra_args?)" in _error(
         "conf=default", "grids=[1x2]", "launcher=mpirun", "launcher_opts.mpirun.extra_arg=[-v]")

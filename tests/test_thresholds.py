@@ -55,11 +55,21 @@ def test_expect_block_general_and_per_grid():
     ({"allreduce": {"1M": {"time_us": True}}}, "time_us: True is not allowed"),
     ({"allreduce": {"1M": 7}}, "expect.allreduce.1M: 7 is not a mapping"),
     ({"2x0": {"allreduce": {"1M": {"time_us": 1}}}}, "expect.2x0: '2x0' is not a grid"),
+    ({"1x4": 7}, "expect.1x4: 7 is not a mapping; allowed: collectives, e.g. expect: {1x4: {allreduce: {64M: {"),
 ])
 def test_expect_block_errors_name_key_and_value(block, fragment):
     with pytest.raises(ConfigError, match="c.yaml") as info:
         parse_expect(block, "c.yaml")
     assert fragment in str(info.value) and "\n" not in str(info.value)
+
+
+def test_the_grid_example_an_error_suggests_parses():
+    import yaml
+
+    with pytest.raises(ConfigError) as info:
+        parse_expect({"1x4": 7}, "c.yaml")
+    example = yaml.safe_load(str(info.value).split("e.g. ", 1)[1])
+    assert parse_expect(example["expect"], "c.yaml") == (Expectation("allreduce", 64 << 20, BUSBW, 250.0, grid="1x4"),)
 
 
 def test_busbw_floor_time_ceiling_and_grid_override():

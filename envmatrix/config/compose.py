@@ -188,7 +188,20 @@ def _check_override_syntax(overrides: Sequence[str]) -> None:
         except HydraException as exc:
             key, _, value = item.partition("=")
             fix = f"quote the value so it passes literally: {key}='{value}'" if "'" not in value else "remove the quotes inside the value"
+            if not _parses(parser, f"{key}=x"):  # the key is the problem, and quoting the value would not help
+                fix = ("each dotted part of a key must start with a letter (a size as a byte count: 67108864, not 64M; "
+                       "a grid such as 1x4 only in the config file)")
             raise ConfigError(f"override {item}: Hydra cannot parse it ({_one_line(exc)}); {fix}") from None
+
+
+def _parses(parser: Any, override: str) -> bool:
+    from hydra.errors import HydraException
+
+    try:
+        parser.parse_override(override)
+    except HydraException:
+        return False
+    return True
 
 
 # Schema fields that are free-form mappings: a dotted override may create keys the config lacks

@@ -26,8 +26,9 @@ def parse_expect(block: Any, where: str) -> tuple[Expectation, ...]:
 
             grid = parse_grid(key, f"{where}: expect.{key}").label
             if not isinstance(value, Mapping):
+                # a YAML example: Hydra's override grammar refuses keys that start with a digit (1x4, 64M)
                 raise ConfigError(f"{where}: expect.{key}: {value!r} is not a mapping; allowed: collectives, e.g. "
-                                  f"expect.{key}.allreduce.64M.busbw_gbps=250")
+                                  f"expect: {{{key}: {{allreduce: {{64M: {{busbw_gbps: 250}}}}}}}}")
             for collective, sizes in value.items():
                 out += _collective(str(collective), sizes, f"{where}: expect.{key}", grid)
         else:
