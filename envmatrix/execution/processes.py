@@ -220,3 +220,30 @@ def run_group(
             proc.wait()
         for log in log_files:
             log.close()
+
+
+def fork_exec_in_group(argv: Sequence[str], env: Mapping[str, str], log_fd: int, on_error: str,
+                       default_signals: Sequence[int] = ()) -> int:
+    """Start argv as a child in a process group of its own that dies with its parent (PDEATHSIG SIGKILL),
+    stdout/stderr to ``log_fd``; returns its pid. For a rank-side supervisor (the launcher shim) that must
+    kill the probe's whole group; ``on_error`` prefixes the one line written when argv cannot run.
+    ``default_signals``: signals the parent ignores that the child must not inherit ignored (exec keeps SIG_IGN)."""
+    if isinstance(argv, str):
+        raise TypeError("argv must be a sequence, never a shell string")
+    child = os.fork()
+    if child == 0:
+        try:
+            for sig in default_signals:
+                signal.signal(sig, signal.SIG_DFL)
+            os.setpgid(0, 0)
+            if _prctl is not None:
+                _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+            os.dup2(log_fd, 1)
+            os.dup2(log_fd, 2)
+            os.close(log_fd)
+            os.execvpe(argv[0], list(argv), dict(env))
+        except OSError as exc:
+            os.write(2, f"{on_error}: cannot run {argv[0]!r}: {exc}\n".encode())
+        os._exit(127)
+    return child
+

@@ -38,6 +38,7 @@ from typing import Any, Mapping, Optional, Sequence
 from envmatrix.env.atoms import UNSET
 from envmatrix.env.merge import compose_rank_env
 from envmatrix.errors import ConfigError, PlanError, did_you_mean
+from envmatrix.execution.processes import fork_exec_in_group
 from envmatrix.boundary import RESULT_DIR_VAR, ProcessOutcome, ProcessSpec, env_report_path
 from envmatrix.launchers.base import LaunchContext, Launcher, LaunchPlan, RankSlot
 from envmatrix.launchers.local import LOOPBACK_DEFAULTS, emulated_hostid, rank_vars as local_rank_vars
@@ -351,19 +352,8 @@ def main(argv: Sequence[str]) -> int:
     sys.stderr.flush()
     # A stack-dump request that comes before the forwarder is installed must not kill the shim.
     signal.signal(signal.SIGUSR1, signal.SIG_IGN)
-    child = os.fork()
-    if child == 0:  # the probe: its own process group, so the shim can kill it with its children
-        try:
-            signal.signal(signal.SIGUSR1, signal.SIG_DFL)
-            os.setpgid(0, 0)
-            _pdeathsig(signal.SIGKILL)
-            os.dup2(log, 1)
-            os.dup2(log, 2)
-            os.close(log)
-            os.execvpe(args[0], args, env)
-        except OSError as exc:
-            os.write(2, f"envmatrix shim: rank {rank}: cannot run {args[0]!r}: {exc}\n".encode())
-        os._exit(127)
+    # the probe: its own process group, so the shim can kill it with its children
+    child = fork_exec_in_group(args, env, log, f"envmatrix shim: rank {rank}", default_signals=(signal.SIGUSR1,))
     os.close(log)
     return _supervise(child)
 
