@@ -58,6 +58,7 @@ def test_local_launcher_hang_names_the_stalled_rank(cli, tmp_path):
 def test_mpirun_forwards_the_stack_request_to_its_ranks(cli, tmp_path):
     result, stdout = _hang_run(cli, tmp_path, "mpirun", 30)
     _check_diagnosis(result, stdout)
+    assert result["hang"]["signalled_directly"] == []  # every stack came through mpirun and the shims
 
 
 def test_torchrun_agent_is_spared_and_its_ranks_answer(cli, tmp_path):

@@ -43,3 +43,12 @@ def test_tuning_lines_give_algorithm_and_protocol_per_collective():
 def test_no_tuning_lines_no_algorithms():
     summary = parse_nccl_log((DATA / "h200_2x2_info_rank0.log").read_text())
     assert summary.tuning == [] and summary.as_dict()["algorithms"] == {}
+
+
+def test_tuning_lines_recorded_on_the_h200_box():
+    """NCCL 2.28.9's own lines (bench/h200x2_hang_topo.sh, 1x2, 1 Mi floats: the hang runs' nccl tails, local
+    launcher then mpirun): 4 MiB AllReduce and AllGather on RING/SIMPLE over channels 0..23."""
+    summary = parse_nccl_log((DATA / "h200x2_2.28.9_tails.log").read_text())
+    assert [(t.collective, t.size_bytes, t.algorithm, t.protocol, t.channels) for t in summary.tuning] == [
+        ("AllReduce", 4194304, "RING", "SIMPLE", (0, 23)), ("AllGather", 4194304, "RING", "SIMPLE", (0, 23))] * 2
+    assert algorithms_used(summary.tuning) == {"AllReduce": {"RING/SIMPLE": 2}, "AllGather": {"RING/SIMPLE": 2}}

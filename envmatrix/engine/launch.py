@@ -107,6 +107,7 @@ def execute(
     hang: dict[str, Any] = {}
     if stacks.fired:
         hang = diagnose(ranks, stacks.stacks(), {r.rank: log for r, log in zip(ranks, logs)}, stacks.ras)
+        hang["signalled_directly"] = stacks.direct  # the launcher did not pass the request on to these ranks
         if outcome == TIMEOUT and hang.get("line"):
             cause = {**cause, "line": hang["line"]}
     problem, first = delivery_problem(

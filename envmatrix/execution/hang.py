@@ -19,6 +19,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
+from envmatrix.boundary import RESULT_DIR_VAR
 from envmatrix.execution.processes import children_of, send_signal
 from envmatrix.probes.delivery import compress_ranks
 from envmatrix.results import RankResult
@@ -300,9 +301,25 @@ def nccl_at_least(version: Optional[str], major: int, minor: int) -> bool:
 # ----------------------------------------------------------------------------- at the timeout (processes)
 
 
+def _probe_of_run(pid: int, workdir: str) -> bool:
+    """Whether ``pid`` is a process on this host that runs in this run's result dir (its environment says
+    so): a reused pid, or a rank on another host, is never signalled."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as fh:
+            env = fh.read().split(b"\0")
+    except OSError:
+        return False
+    return f"{RESULT_DIR_VAR}={workdir}".encode() in env
+
+
 class StackRequest:
     """``run_group``'s on_timeout hook: ask every rank for its stacks and wait until the ones still
-    running have written them (or ``wait_s`` passes), then record the RAS status when asked to."""
+    running have written them (or ``wait_s`` passes), then record the RAS status when asked to.
+
+    The request goes through the launcher (mpirun/srun forward SIGUSR1, the shim passes it on). A rank
+    that has not answered after half of ``wait_s`` and runs on this host is signalled directly at the pid
+    its progress report names, so a launcher that does not forward the signal still yields its stack;
+    ``direct`` lists those ranks (evidence of where the forwarding chain broke)."""
 
     def __init__(self, workdir: str, ranks: Iterable[int], wait_s: float = 5.0,
                  ras_address: Optional[tuple[str, int]] = None, forwards: bool = True) -> None:
@@ -310,6 +327,7 @@ class StackRequest:
         self.forwards = forwards  # False: the launched process would die of SIGUSR1; signal its children (the shims)
         self.ras: Optional[str] = None
         self.fired = False
+        self.direct: list[int] = []
 
     def path(self, rank: int) -> str:
         return os.path.join(self.workdir, f"rank{rank}.stack")
@@ -326,6 +344,27 @@ class StackRequest:
                     return False
         return True
 
+    def _unanswered(self) -> list[int]:
+        def empty(rank: int) -> bool:
+            try:
+                return os.path.getsize(self.path(rank)) == 0
+            except OSError:
+                return False
+        return [r for r in self.ranks if empty(r) and not self._finished(r)]
+
+    def _signal_directly(self) -> None:
+        import json
+
+        for rank in self._unanswered():
+            try:
+                with open(os.path.join(self.workdir, f"rank{rank}.json")) as fh:
+                    pid = int(json.load(fh)["pid"])
+            except (OSError, ValueError, KeyError, TypeError):
+                continue
+            if _probe_of_run(pid, self.workdir):
+                send_signal([pid], STACK_SIGNAL)
+                self.direct.append(rank)
+
     def _finished(self, rank: int) -> bool:
         try:
             with open(os.path.join(self.workdir, f"rank{rank}.json")) as fh:
@@ -336,10 +375,15 @@ class StackRequest:
     def __call__(self, pids: list[int]) -> None:
         self.fired = True
         send_signal(pids if self.forwards else children_of(pids), STACK_SIGNAL)
-        deadline = time.monotonic() + self.wait_s
+        start = time.monotonic()
+        deadline, direct_at = start + self.wait_s, start + self.wait_s / 2
         if self.ras_address is not None:
             self.ras = query_ras(*self.ras_address, timeout_s=min(3.0, self.wait_s))
+        signalled_directly = False
         while time.monotonic() < deadline and not self._answered():
+            if not signalled_directly and time.monotonic() >= direct_at:
+                signalled_directly = True
+                self._signal_directly()
             time.sleep(0.05)
 
     def stacks(self) -> dict[int, str]:
