@@ -16,12 +16,14 @@ from envmatrix.execution.hang import StackRequest, diagnose, ras_address
 from envmatrix.execution.processes import run_group
 from envmatrix.parsers.nccl_log import merge, parse_nccl_log, transport_label
 from envmatrix.launchers.base import LaunchContext, Launcher
+from envmatrix.launchers.rank_exits import RankExit, account_of, rank_outcome
 from envmatrix.planning.plan import Run
 from envmatrix.probes.base import Probe
 from envmatrix.probes.delivery import checked_names, delivery_problem
 from envmatrix.probes.outcome import verdict
+from envmatrix.probes.rootcause import root_cause_line
 from envmatrix.probes.transport_policy import WRONG_TRANSPORT, transport_violation
-from envmatrix.results import ENV_MISMATCH, LAUNCHER_ERROR, PASS, TIMEOUT, ProbeResult, RankResult
+from envmatrix.results import ENV_MISMATCH, LAUNCHER_ERROR, PASS, PEER_KILLED, TIMEOUT, ProbeResult, RankResult
 
 
 def free_port() -> int:
@@ -85,6 +87,7 @@ def execute(
                      on_timeout=stacks if probe.answers_stack_request else None)
     finished = time.time()
     outcomes = [getattr(launcher, "map_outcome", lambda o: o)(o) for o in outcomes]  # e.g. mpirun's 128+N
+    accounts = launcher_accounts(launcher, plan, outcomes)
     ranks, logs, reported = [], [], set()
     for slot in plan.slots:
         paths = plan.logs_of(slot.rank)
@@ -94,16 +97,24 @@ def execute(
             reported.add(slot.rank)
         log = "".join(_read_text(p) for p in paths)
         logs.append(log)
-        ranks.append(probe.interpret(rank, outcomes[plan.process_index(slot.rank)], report, log))
+        account = accounts[plan.process_index(slot.rank)]
+        has_verdict = bool((report or {}).get("outcome"))
+        process = rank_outcome(outcomes[plan.process_index(slot.rank)], slot.rank, account, has_verdict)
+        ranks.append(probe.interpret(rank, process, report, log))
+        if slot.rank in account and not has_verdict:
+            blame_from_launcher(ranks[-1], account[slot.rank][1], _read_text(paths[0]) if len(paths) > 1 else "")
     outcome, cause = verdict(ranks)
     if outcome != PASS:
         outcome, cause = launcher_level(launcher, plan, outcomes, ranks, reported) or (outcome, cause)
     # Env delivery proof: what each rank saw (shim's rank{R}.env.json, else the probe's echo) vs the plan.
     shim = {s.rank: _read_json(env_report_path(workdir, s.rank)) for s in plan.slots}
+    slot_host = {s.rank: s.host for s in plan.slots}
     for rank, log in zip(ranks, logs):
         rank.env = rank.env or dict((shim.get(rank.rank) or {}).get("env") or {})
-        rank.hostname = rank.hostname or (shim.get(rank.rank) or {}).get("host")
+        rank.hostname = rank.hostname or (shim.get(rank.rank) or {}).get("host") or slot_host.get(rank.rank)
         nic_from_nccl_log(rank, log)
+    if cause and not cause.get("host"):  # the shim's record names the host of a rank the launcher did not
+        cause["host"] = next((r.hostname for r in ranks if r.rank == cause.get("rank")), None)
     hang: dict[str, Any] = {}
     if stacks.fired:
         hang = diagnose(ranks, stacks.stacks(), {r.rank: log for r, log in zip(ranks, logs)}, stacks.ras)
@@ -144,6 +155,24 @@ def execute(
         argv=[list(proc.argv) for proc in plan.processes],
         hang=hang,
     )
+
+
+def launcher_accounts(launcher: Launcher, plan: Any, outcomes: list) -> list[dict]:
+    """Per launched process: the launcher's own account of its failed ranks ({} when it hosts one rank or passed)."""
+    name = getattr(launcher, "name", "")
+    hosts_many = plan.process_of_rank is not None
+    return [account_of(name, _read_text(spec.log_path)) if hosts_many and (done.exit_code or done.signal) else {}
+            for spec, done in zip(plan.processes, outcomes)]
+
+
+def blame_from_launcher(rank: RankResult, named: RankExit, own_log: str) -> None:
+    """A rank that left no verdict: the launcher's words name it, its host and how it ended; its own log's
+    telling line (an NCCL WARN, an exception) still explains it better than the launcher can."""
+    rank.hostname = rank.hostname or named.host
+    if rank.outcome in (PASS, PEER_KILLED, TIMEOUT):
+        return
+    rank.error = named.line()
+    rank.root_cause_line = (root_cause_line(own_log) if own_log.strip() else None) or named.line()
 
 
 def nic_from_nccl_log(rank: RankResult, log: str) -> None:

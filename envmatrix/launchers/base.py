@@ -17,6 +17,8 @@ class RankSlot:
     node: int
     local_rank: int
     device: Optional[int]  # GPU index on the host, None on CPU
+    # Where the launcher is told to start the rank; names the host of a rank that died before it could say.
+    host: Optional[str] = None
 
 
 @dataclass(frozen=True)

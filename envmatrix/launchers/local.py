@@ -8,6 +8,7 @@ over loopback here): a node x ppn grid emulated on one box.
 from __future__ import annotations
 
 import os
+import socket
 
 from envmatrix.env.merge import compose_rank_env
 from envmatrix.boundary import RESULT_DIR_VAR, ProcessSpec
@@ -53,7 +54,8 @@ class LocalLauncher(Launcher):
         grid = run.grid
         use_gpu = run.backend == "nccl"
         return tuple(
-            RankSlot(r, grid.node_of(r), grid.local_rank_of(r), r if use_gpu else None) for r in range(grid.world)
+            RankSlot(r, grid.node_of(r), grid.local_rank_of(r), r if use_gpu else None, socket.gethostname())
+            for r in range(grid.world)
         )
 
     def build(self, run: Run, ctx: LaunchContext) -> LaunchPlan:

@@ -31,6 +31,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import sys
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional, Sequence
@@ -151,7 +152,8 @@ class ShimLauncher(Launcher):
         grid, gpu = run.grid, run.backend == "nccl"
         return tuple(
             RankSlot(r, grid.node_of(r), grid.local_rank_of(r),
-                     (r if layout.emulated else grid.local_rank_of(r)) if gpu else None)
+                     (r if layout.emulated else grid.local_rank_of(r)) if gpu else None,
+                     (layout.hosts[0] if layout.hosts else socket.gethostname()) if layout.emulated else layout.hosts[grid.node_of(r)])
             for r in range(grid.world)
         )
 

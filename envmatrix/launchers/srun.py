@@ -3,7 +3,10 @@
 ``--export`` is comma-separated and Slurm keeps quotes in values, so a value
 holding a comma (NCCL_IB_HCA=mlx5_0,mlx5_1) cannot be written there: it is
 named alone (``--export=ALL,...,NCCL_IB_HCA``), which makes srun propagate the
-value from its own env, and only such values are added to srun's env.
+value from its own env, and only such values are added to srun's env. So is a
+variable srun already has with another value: ``--export=ALL,NAME=value`` does
+not override srun's own NAME (seen with Slurm 22.05: a prepended PYTHONPATH
+never reached the ranks; the probe contract's srun cases catch it).
 ``--kill-on-bad-exit=1`` ends the step when a rank fails, like mpirun. On a
 one-node allocation the nodes are emulated there (``--overcommit``).
 """
@@ -19,12 +22,12 @@ from envmatrix.launchers.shim import Layout, ShimLauncher
 from envmatrix.planning.plan import Run
 
 
-def needs_env(value: str) -> bool:
-    return "," in value
+def needs_env(name: str, value: str, inherited: Mapping[str, str]) -> bool:
+    return "," in value or inherited.get(name, value) != value
 
 
-def export_flag(deliver: Mapping[str, str]) -> str:
-    items = [n if needs_env(v) else f"{n}={v}" for n, v in deliver.items()]
+def export_flag(deliver: Mapping[str, str], inherited: Mapping[str, str]) -> str:
+    items = [n if needs_env(n, v, inherited) else f"{n}={v}" for n, v in deliver.items()]
     return "--export=" + ",".join(["ALL", *items])
 
 
@@ -47,12 +50,12 @@ class SrunLauncher(ShimLauncher):
         argv += [f"--job-name=envmatrix-{run.key}", "--kill-on-bad-exit=1", "--unbuffered"]
         if opts["mpi"]:
             argv.append(f"--mpi={opts['mpi']}")
-        argv.append(export_flag(deliver))
+        argv.append(export_flag(deliver, ctx.inherited_env))
         argv += opts["extra_args"]
         return (*argv, *self.rank_command(ctx))
 
     def processes(self, run: Run, ctx: LaunchContext, layout: Layout, deliver: Mapping[str, str],
                   opts: Mapping[str, Any]) -> tuple[ProcessSpec, ...]:
         argv = self.launcher_argv(run, ctx, layout, deliver, opts)
-        env = {**ctx.inherited_env, **{n: v for n, v in deliver.items() if needs_env(v)}}
+        env = {**ctx.inherited_env, **{n: v for n, v in deliver.items() if needs_env(n, v, ctx.inherited_env)}}
         return (ProcessSpec(argv=argv, env=env, log_path=os.path.join(ctx.workdir, "srun.log"), label="srun", cwd=ctx.workdir),)

@@ -38,5 +38,6 @@ def verdict(ranks: Sequence[RankResult]) -> tuple[str, dict]:
             failed,
             key=lambda r: (is_consequence(r), r.ended_at or float("inf"), _SPECIFICITY.get(r.outcome, 9), r.rank),
         )
-    cause = {"rank": first.rank, "outcome": first.outcome, "line": first.root_cause_line or first.error, "error": first.error}
+    cause = {"rank": first.rank, "outcome": first.outcome, "line": first.root_cause_line or first.error, "error": first.error,
+             "host": first.hostname}
     return first.outcome, cause

@@ -25,6 +25,7 @@ from envmatrix.launchers import get_launcher
 from envmatrix.planning import Grid, plan_runs
 from envmatrix.probes import get_probe, probe_names
 from envmatrix.results import CRASH, PASS, TIMEOUT
+from slurm_cluster import slurm, slurm_allocation  # noqa: F401  (srun cases run in a real one-node Slurm)
 
 PINS = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 
@@ -45,23 +46,38 @@ def _have_mpi() -> bool:
     return importlib.util.find_spec("mpi4py") is not None and shutil.which("mpirun") is not None
 
 
-# probe name -> (launcher, params with a short timeout, why it cannot run here or None, whether the root cause names
-# the failed rank: under mpirun one process stands for every rank, and a rank that dies before it reports is not told
-# apart); a new probe adds its line
+def _launcher_missing(name: str):
+    """Why launcher ``name`` cannot run here, or None."""
+    if name == "mpirun" and shutil.which("mpirun") is None:
+        return "OpenMPI's mpirun missing: apt-get install openmpi-bin"
+    if name == "torchrun" and importlib.util.find_spec("torch") is None:
+        return "torch missing: pip install torch==2.13.0"
+    return None
+
+
+# probe name -> (launchers it runs under, the first its home; params with a short timeout; why it cannot run here or
+# None); a new probe adds its line. Every launcher that runs many ranks under one process (mpirun, torchrun, srun)
+# must still blame the rank that failed: the launcher's own account names it (launchers.rank_exits).
 TRAITS = {
-    "builtin": ("local", {"collectives": ["allreduce"], "numel": 64, "timeout_s": 20.0, "grace_s": 1.0}, None, True),
-    "command": ("local", {"command": [sys.executable, "-c", "pass"], "timeout_s": 20.0, "grace_s": 1.0}, None, True),
-    "mpi": ("mpirun", {"numel": 64, "timeout_s": 20.0, "grace_s": 1.0},
-            None if _have_mpi() else "mpi4py or OpenMPI's mpirun missing: pip install 'envmatrix[mpi]', apt-get install openmpi-bin",
-            False),
+    "builtin": (("local", "mpirun", "torchrun", "srun"),
+                {"collectives": ["allreduce"], "numel": 64, "timeout_s": 20.0, "grace_s": 1.0}, None),
+    "command": (("local", "mpirun", "torchrun", "srun"),
+                {"command": [sys.executable, "-c", "pass"], "timeout_s": 20.0, "grace_s": 1.0}, None),
+    "mpi": (("mpirun",), {"numel": 64, "timeout_s": 20.0, "grace_s": 1.0},
+            None if _have_mpi() else "mpi4py or OpenMPI's mpirun missing: pip install 'envmatrix[mpi]', apt-get install openmpi-bin"),
 }
 
 # the outcome each case must produce
 CASES = {"pass": PASS, "exit": "fail", "hang": TIMEOUT, "crash": CRASH}
+# every case on the probe's home launcher; the blame cases on every other launcher it runs under
+BLAME_CASES = ("exit", "crash")
+COMBOS = [(name, launcher, fault) for name, (launchers, _, _) in TRAITS.items() for launcher in launchers
+          for fault in (CASES if launcher == launchers[0] else BLAME_CASES)]
 
 
-def _run_case(name: str, fault: str, tmp_path: Path):
-    launcher_name, params, missing, _ = TRAITS[name]
+def _run_case(name: str, fault: str, tmp_path: Path, launcher_name: str, extra_env=None):
+    _, params, missing = TRAITS[name]
+    missing = missing or _launcher_missing(launcher_name)
     if missing:
         pytest.skip(missing)
     fault_dir = tmp_path / "fault"
@@ -70,10 +86,14 @@ def _run_case(name: str, fault: str, tmp_path: Path):
     atoms = (Atom("ENVMATRIX_CONTRACT_FAULT", value=fault), Atom("PYTHONPATH", op=PREPEND, value=str(fault_dir)))
     if fault == "hang":
         params = {**params, "timeout_s": 4.0}
+    elif launcher_name != TRAITS[name][0][0]:
+        # torchrun's agent and srun start slower than the ranks (torch imports, a step); a failing case ends at
+        # the first failure anyway, so only a broken one waits this long
+        params = {**params, "timeout_s": 90.0}
     probe = get_probe(name)
     run = plan_runs([Setup(fault, atoms)], [Grid(1, 2)], probe.spec(params, backend="gloo"), "gloo", launcher_name)[0]
     marker = uuid.uuid4().hex
-    env = {**os.environ, "ENVMATRIX_TEST_MARKER": marker, "PYTHONUNBUFFERED": "1"}
+    env = {**os.environ, **(extra_env or {}), "ENVMATRIX_TEST_MARKER": marker, "PYTHONUNBUFFERED": "1"}
     cls = type(get_launcher(launcher_name))
     launcher = cls() if launcher_name == "local" else cls(python=sys.executable)
     result = execute(run, launcher, probe, str(tmp_path / "work"), env, PINS, 0)
@@ -85,21 +105,31 @@ def test_every_registered_probe_runs_the_contract():
     assert set(probe_names()) <= set(TRAITS), f"add to TRAITS: {set(probe_names()) - set(TRAITS)}"
 
 
-@pytest.mark.parametrize("fault", list(CASES))
-@pytest.mark.parametrize("name", probe_names())
-def test_failure_class(name: str, fault: str, tmp_path: Path):
-    result = _run_case(name, fault, tmp_path)
-    explain = (result.outcome, result.root_cause, [(r.outcome, r.log_tail[-300:]) for r in result.ranks])
-    blames_rank = TRAITS[name][3]
+@pytest.fixture
+def launcher_env(request, name: str, launcher: str):
+    """srun runs in a real one-node Slurm allocation (tests/slurm_cluster.py); the others need nothing."""
+    if launcher != "srun" or TRAITS[name][2]:
+        return {}
+    return request.getfixturevalue("slurm_allocation")
+
+
+@pytest.mark.parametrize("name,launcher,fault", COMBOS, ids=["-".join(c) for c in COMBOS])
+def test_failure_class(name: str, launcher: str, fault: str, tmp_path: Path, launcher_env):
+    result = _run_case(name, fault, tmp_path, launcher, launcher_env)
+    explain = (result.outcome, result.root_cause, [(r.outcome, r.error, r.log_tail[-300:]) for r in result.ranks])
     if CASES[fault] == "fail":
         assert result.outcome not in (PASS, TIMEOUT, CRASH), explain
     else:
         assert result.outcome == CASES[fault], explain
     if fault != "pass":
         assert result.root_cause.get("line"), explain
-    if fault in ("exit", "crash") and blames_rank:  # a hang is blamed by the hang diagnosis, not tested here
+    if fault in BLAME_CASES:  # a hang is blamed by the hang diagnosis, not tested here
         assert result.root_cause.get("rank") == 1, explain
-    if fault == "crash" and blames_rank:
-        assert next(r for r in result.ranks if r.rank == 1).signal == "SIGSEGV", explain
+        assert result.root_cause.get("host"), explain
+        failed = next(r for r in result.ranks if r.rank == 1)
+        if fault == "crash":
+            assert failed.signal == "SIGSEGV", explain
+        else:
+            assert failed.exit_code not in (None, 0), explain
     if fault == "hang":
         assert result.duration_s < 4.0 + 10, explain
