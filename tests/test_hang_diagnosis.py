@@ -87,6 +87,27 @@ def test_ranks_waiting_on_an_async_handle_still_name_the_stalled_rank(cli, tmp_p
     assert "in stall_here" in ranks["1"]["stack"] and "launched" not in ranks["1"]["progress"]
 
 
+def test_a_rank_that_never_joins_the_rendezvous_is_named_at_a_short_timeout(cli, tmp_path):
+    """probe.stall seq 0: rank 1 stops before init_process_group; with an 8 s timeout the run is a timeout (torch's
+    own rendezvous timeout is 2 x timeout_s + grace_s, rank_main.torch_timeout_s) and the line names rank 1.
+    The race that made such runs init_errors (a pooled rank waiting before the driver's deadline starts) is not
+    reproduced here: test_hang_parsing pins the timeout's margin."""
+    conf = write_conf(tmp_path / "h.yaml", "backend: gloo\ngrids: [1x2]\nsetups: {plain: {}}\n"
+                      "probe: {timeout_s: 8, collectives: [allreduce], stall: {rank: 1, seq: 0}}\n")
+    done = cli.run("sweep", f"conf={conf}", "--out", str(tmp_path / "o"))
+    assert done.returncode == 1, done.stderr + done.stdout
+    (result,) = json.loads((tmp_path / "o" / "results.json").read_text())["results"]
+    assert_no_processes(cli.marker)
+    assert result["outcome"] == "timeout", result["root_cause"]
+    assert [r["killed_by"] for r in result["ranks"]] == ["timeout", "timeout"]
+    line = result["hang"]["line"]
+    import socket
+
+    assert result["ranks"][1]["hostname"] == socket.gethostname()  # from the launch slot: the rank never reported its identity
+    assert line.startswith(f"rank 1 on host {socket.gethostname()} stuck outside any collective at rank_main.py:"), line
+    assert line.endswith("in stall_here; rank 0 wait in init_process_group (rendezvous)"), line
+
+
 def test_passing_run_records_where_each_rank_ran(cli, tmp_path):
     conf = write_conf(tmp_path / "ok.yaml", "backend: gloo\ngrids: [2x2]\nsetups: {plain: {}}\nprobe: {timeout_s: 60, collectives: [allreduce]}\n")
     done = cli.run("sweep", f"conf={conf}", "--out", str(tmp_path / "o"))

@@ -156,8 +156,9 @@ def test_stall_and_topology_params_are_checked():
 
     probe = get_probe("builtin")
     assert probe.spec({"stall": {"rank": 1, "seq": 2}}).params["stall"] == {"rank": 1, "seq": 2}
-    for bad in ({"rank": 1}, {"rank": -1, "seq": 1}, {"rank": 0, "seq": 0}, {"rank": True, "seq": 1}, "1:2"):
-        with pytest.raises(ConfigError, match=r"^probe.stall: .* not allowed; allowed: null or \{rank: R >= 0, seq: N >= 1\}$"):
+    assert probe.spec({"stall": {"rank": 0, "seq": 0}}).params["stall"] == {"rank": 0, "seq": 0}  # before init
+    for bad in ({"rank": 1}, {"rank": -1, "seq": 1}, {"rank": 0, "seq": -1}, {"rank": True, "seq": 1}, "1:2"):
+        with pytest.raises(ConfigError, match=r"^probe.stall: .* not allowed; allowed: null or \{rank: R >= 0, seq: N >= 0\}$"):
             probe.spec({"stall": bad})
     with pytest.raises(ConfigError, match="^probe.nccl_dump_topology: 'yes' not allowed; allowed: true, false$"):
         probe.spec({"nccl_dump_topology": "yes"})
@@ -246,3 +247,13 @@ def test_every_rank_past_the_call_names_the_one_furthest_behind_as_waiting_for_a
              for r, s in ((0, 4), (1, 3))]
     line = diagnose(ranks, {0: ENQUEUED_THEN_BLOCKED, 1: ENQUEUED_THEN_BLOCKED}, {})["line"]
     assert line == "rank 1 on host h stuck waiting for the result of allreduce (seq 3); rank 0 wait in allreduce (seq 4)"
+
+
+def test_torch_waits_longer_than_the_driver_deadline_and_its_stack_request():
+    from envmatrix.probes.rank_main import torch_timeout_s
+
+    for timeout_s, grace_s in ((8, 5.0), (120, 5.0), (1, 0.5)):
+        waited = torch_timeout_s({"timeout_s": timeout_s, "grace_s": grace_s})
+        # a rank that started waiting up to timeout_s before the deadline began still waits through the
+        # deadline and the stack request after it (min(5, grace_s), engine.launch)
+        assert waited >= 2 * timeout_s + min(5.0, grace_s), (timeout_s, waited)

@@ -86,7 +86,7 @@ class BuiltinProbe(Probe):
         "nccl_debug_subsys": "INIT,NET",
         "forbid_transport": [],  # e.g. [NET]: fail when NCCL's log shows traffic on such a transport
         "nccl_dump_topology": False,  # NCCL_TOPO_DUMP_FILE / NCCL_GRAPH_DUMP_FILE into the run dir (nccl backend)
-        "stall": None,  # fault injection: {rank: R, seq: N} -> rank R stops before its Nth collective (a hang)
+        "stall": None,  # fault injection: {rank: R, seq: N} -> rank R stops before its Nth collective (0: before init; a hang)
         "async_op": False,  # checks call collectives with async_op=True and wait on the handle (NCCL's behaviour, on gloo)
     }
 
@@ -105,8 +105,8 @@ class BuiltinProbe(Probe):
         stall = params.get("stall")
         if stall is not None and not (isinstance(stall, dict) and set(stall) == {"rank", "seq"}
                                       and all(isinstance(v, int) and not isinstance(v, bool) for v in stall.values())
-                                      and stall["rank"] >= 0 and stall["seq"] >= 1):
-            raise ConfigError(f"{where}.stall: {stall!r} not allowed; allowed: null or {{rank: R >= 0, seq: N >= 1}}")
+                                      and stall["rank"] >= 0 and stall["seq"] >= 0):
+            raise ConfigError(f"{where}.stall: {stall!r} not allowed; allowed: null or {{rank: R >= 0, seq: N >= 0}}")
         if not isinstance(params.get("async_op"), bool):
             raise ConfigError(f"{where}.async_op: {params.get('async_op')!r} not allowed; allowed: true, false")
         if not isinstance(params.get("nccl_dump_topology"), bool):

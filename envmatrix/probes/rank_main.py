@@ -94,8 +94,17 @@ def install_stack_dump(result_dir: str, rank: int) -> Any:
     return out  # the caller keeps it open for the life of the process
 
 
+def torch_timeout_s(spec: dict[str, Any]) -> float:
+    """torch's own timeout (rendezvous, collectives): it must outlast the driver's deadline and its stack
+    request, so a rank that waits for a stalled peer is still waiting when the driver asks for stacks (a
+    timeout), never an init_error of its own. The driver's deadline starts only once every rank is started
+    (a warm-pool spawn included), so a rank may start waiting up to that long before it: hence twice."""
+    return 2 * float(spec.get("timeout_s", 120)) + float(spec.get("grace_s", 5.0))
+
+
 def stall_here(stall: Any, rank: int, seq: int) -> None:
-    """Fault injection (probe param ``stall``): this rank stops before collective ``seq``, as a wedged rank would."""
+    """Fault injection (probe param ``stall``): this rank stops before collective ``seq`` (0: before
+    init_process_group), as a wedged rank would."""
     if stall and int(stall["rank"]) == rank and int(stall["seq"]) == seq:
         while True:
             time.sleep(3600)
@@ -177,8 +186,9 @@ def main() -> int:
         reporter.data["timings"]["import_s"] = time.perf_counter() - started
 
         reporter.phase("init")
+        stall_here(spec.get("stall"), rank, 0)  # seq 0: a rank that never joins the rendezvous
         t0 = time.perf_counter()
-        timeout = datetime.timedelta(seconds=float(spec.get("timeout_s", 120)))
+        timeout = datetime.timedelta(seconds=torch_timeout_s(spec))
         if backend == "nccl":
             device = torch.device("cuda", int(os.environ.get("ENVMATRIX_DEVICE", local_rank)))
             torch.cuda.set_device(device)
