@@ -275,8 +275,8 @@ class LauncherContract:
 TRAITS: dict[str, dict[str, Any]] = {
     "local": {},
     "torchrun": {
-        "keeps_exit_codes": False,  # torchrun exits 1 whatever its workers returned
-        "maps_signals": False,  # torchrun reports any failed worker as exit 1 (its ChildFailedError report has the signal)
+        # torchrun exits 1 whatever its workers returned; each worker's exit code and signal come from its
+        # ChildFailedError report (launchers.rank_exits), so they are kept all the same
         "identity_env": {"RANK": "3", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2", "GROUP_RANK": "1"},
     },
     "mpirun": {  # the real OpenMPI mpirun; its live tests skip where it is not installed

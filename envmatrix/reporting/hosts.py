@@ -20,7 +20,10 @@ class HostRow:
 
 
 def root_cause_host(result: ProbeResult) -> Optional[str]:
-    rank = (result.root_cause or {}).get("rank")
+    cause = result.root_cause or {}
+    if cause.get("host"):  # the launcher's or the rank's own word (engine.launch), e.g. the host a daemon failed on
+        return cause["host"]
+    rank = cause.get("rank")
     return next((r.hostname for r in result.ranks if r.rank == rank), None) if rank is not None else None
 
 
