@@ -1,30 +1,13 @@
 import pytest
 
 from envmatrix.bench.aggregate import aggregate_rows
-from envmatrix.bench.formulas import ALL, COLLECTIVES, bandwidths
+from envmatrix.bench.formulas import ALL, bandwidths
 from envmatrix.bench.sizes import aligned_count, format_size, parse_size, size_sweep
 from envmatrix.errors import ConfigError
 
-# nccl-tests doc/PERFORMANCE.md: busbw factor per test, for n ranks.
-DOCUMENTED = {
-    "allreduce": lambda n: 2 * (n - 1) / n,
-    "allgather": lambda n: (n - 1) / n,
-    "reduce_scatter": lambda n: (n - 1) / n,
-    "alltoall": lambda n: (n - 1) / n,
-    "broadcast": lambda n: 1,
-    "reduce": lambda n: 1,
-    "sendrecv": lambda n: 1,
-}
 
-
-@pytest.mark.parametrize("name", sorted(DOCUMENTED))
-@pytest.mark.parametrize("n", [1, 2, 4, 8, 16])
-def test_factor_table_matches_nccl_tests(name, n):
-    assert COLLECTIVES[name].factor(n) == pytest.approx(DOCUMENTED[name](n))
-
-
-def test_every_nccl_tests_collective_is_covered_and_patterns_flagged():
-    assert set(COLLECTIVES) == set(DOCUMENTED)
+def test_sync_patterns_have_no_busbw_factor():
+    # The nccl-tests factors themselves are checked once, in tests/contracts/test_collectives_contract.py.
     assert ALL["ps_central"].factor is None and ALL["ps_sharded"].factor is None
 
 
