@@ -4,6 +4,9 @@ The same four cases for every probe: the workers pass; rank 1 exits 3 (fail); ra
 probe's timeout kills every rank); rank 1 dies of SIGSEGV (crash). The fault is injected into the real
 rank processes by a sitecustomize.py put first on their PYTHONPATH through the setup, so it reaches the
 ranks the way any setup variable does, whatever the launcher. No child may outlive a case.
+The exit and crash cases also run under every other launcher the probe runs under (mpirun, torchrun, and srun
+in a real one-node Slurm): the root cause must name rank 1 and its host, and rank 1's record its signal or exit
+code, although under those launchers rank 1 dies before it reports and one launcher process hosts every rank.
 """
 
 from __future__ import annotations
