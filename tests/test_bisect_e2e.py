@@ -96,6 +96,12 @@ probe: {timeout_s: 30, collectives: [allreduce]}
     assert report["name"] == "broken" and report["culprits"] == [["GLOO_SOCKET_IFNAME=envmx_missing0"]]
     # the failing env and the empty baseline were already in the sweep's store: free probes, not launched again
     assert report["free_probes"] == 2 and report["probes_launched"] == len(report["trail"])
+    # --baseline SETUP (env bisect's meaning, not a threshold run) bisects against that setup's env
+    again = cli.run("bisect", f"conf={conf}", "--failing", "1x2", "--setup", "broken", "--baseline", "ok", "--out", str(out),
+                    "--json", str(tmp_path / "r2.json"), "--no-repair")
+    assert again.returncode == 1, again.stdout + again.stderr
+    (report,) = json.loads((tmp_path / "r2.json").read_text())
+    assert report["culprits"] == [["GLOO_SOCKET_IFNAME=envmx_missing0"]]
 
 
 def test_bisect_bad_input(cli, tmp_path):
@@ -105,3 +111,8 @@ def test_bisect_bad_input(cli, tmp_path):
     bad.write_text("export NCCL_ALGO=$(cat /etc/algo)\n")
     done = cli.run("bisect", "backend=gloo", "--grid", "1x2", "--env-file", str(bad))
     assert done.returncode == 2 and f"{bad}:1" in done.stderr
+    env = tmp_path / "env.sh"
+    env.write_text("export NCCL_ALGO=Ring\n")
+    done = cli.run("bisect", "backend=gloo", "--grid", "1x2", "--env-file", str(env), "--tolerance", "5%", "--out", str(tmp_path / "t"))
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert "--tolerance 5%: only with --hosts FILE --baseline RUN_DIR" in done.stderr and not (tmp_path / "t").exists()

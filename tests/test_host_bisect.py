@@ -58,6 +58,58 @@ def test_a_bad_link_is_an_interacting_pair():
     assert result.verdicts["n2"].why == "link to n9"
 
 
+def _measured(grid: str, busbw_gbps: float, setup: str = "base"):
+    from envmatrix.results import PASS, ProbeResult
+
+    metrics = [{"collective": "allreduce", "size_bytes": 1 << 20, "in_place": False, "busbw_gbps": busbw_gbps,
+                "algbw_gbps": busbw_gbps, "time_us": 100.0}]
+    return ProbeResult("k", {"name": setup, "atoms": []}, grid, {"name": "builtin"}, "gloo", "mpirun", PASS, metrics=metrics)
+
+
+@pytest.mark.parametrize("tolerance, slow_pair_gbps, culprits", [
+    ("10%", 2.0, [("n5",)]),   # pairs with n5 far below 10 GB/s -10%: n5 is slow
+    ("10%", 9.5, []),          # within the tolerance: nobody is slow
+    ("90%", 2.0, []),          # a wide tolerance (floor 1 GB/s) lets the same figures pass
+])
+def test_host_bisect_judges_slow_against_a_recorded_runs_floors(tmp_path, tolerance, slow_pair_gbps, culprits):
+    """The chain `bisect --hosts --baseline RUN_DIR --tolerance` runs: the recorded run's floors (load_baseline, as
+    sweep/bench read them), judge() on each group's measured result, verdict_of() into the search."""
+    from envmatrix.app.host_bisect import verdict_of
+    from envmatrix.bisect.hosts import Evidence
+    from envmatrix.reporting.thresholds import judge, load_baseline
+
+    good = tmp_path / "good"
+    good.mkdir()
+    (good / "results.json").write_text(json.dumps({"results": [_measured("2x1", 10.0).to_json()]}))
+    floors = load_baseline(str(good), tolerance)
+
+    def run_round(number, groups):
+        out = []
+        for i, group in enumerate(groups):
+            gbps = slow_pair_gbps if "n5" in group else 9.8  # n5 alone (1x1) has no floor: only pairs show it
+            result = judge(_measured(f"{len(group)}x1", gbps), floors)
+            out.append(Evidence(number, group, verdict_of(result), f"r{number}-{i}"))
+        return out
+
+    result = localise(HOSTS, run_round)
+    assert result.culprits == culprits and result.complete
+    assert result.verdicts["n5"].status == (SLOW if culprits else OK)
+    assert all(v.status == OK for h, v in result.verdicts.items() if h != "n5")
+
+
+def test_host_bisect_baseline_and_tolerance_errors_are_one_line(cli, tmp_path):
+    hosts = tmp_path / "hosts.txt"
+    hosts.write_text("n0\nn1\n")
+    out = tmp_path / "run"
+    missing = cli.run("bisect", "--hosts", str(hosts), "backend=gloo", "--baseline", str(tmp_path / "missing"), "--out", str(out))
+    assert missing.returncode == 2, missing.stdout + missing.stderr
+    assert "--baseline" in missing.stderr and "missing: not a directory" in missing.stderr and "run directory" in missing.stderr
+    assert len(missing.stderr.strip().splitlines()) == 1 and not out.exists()
+    alone = cli.run("bisect", "--hosts", str(hosts), "backend=gloo", "--tolerance", "5%", "--out", str(out))
+    assert alone.returncode == 2 and "--tolerance 5%: only with --baseline RUN_DIR" in alone.stderr
+    assert len(alone.stderr.strip().splitlines()) == 1 and not out.exists()
+
+
 def test_the_bench_simulation_finds_every_culprit():
     assert costs.main(trials=10) == 0
 

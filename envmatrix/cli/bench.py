@@ -53,7 +53,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from envmatrix.engine import open_session
 
     console = make_console()
-    base, gpus, pins = prepare(args)
+    base, gpus, pins = prepare(args, args.baseline, args.tolerance)
     backends = [b.strip() for b in (args.backends or base.backend).split(",") if b.strip()]
     inputs = [prepare_bench(dataclasses.replace(base, backend=resolve_backend(b, len(gpus))), args, len(gpus)) for b in backends]
     run_dir = em_paths.run_dir(args.out, "bench")

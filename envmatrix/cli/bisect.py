@@ -29,10 +29,12 @@ examples:
   envmatrix bisect --grid 2x2 --versions /opt/nccl/2.27/lib /opt/nccl/2.28/lib /opt/nccl/2.29/lib
   envmatrix bisect --hosts hosts.txt conf=aws_ofi launcher=mpirun --grid 1x8   # which hosts / host pairs fail
   envmatrix bisect --hosts slurm launcher=srun                                 # the nodes of this allocation
+  envmatrix bisect --hosts hosts.txt conf=aws_ofi --baseline reports/runs/good --tolerance 10%   # slow against a run
 
 With --hosts: each host alone, then rounds of disjoint host pairs at the same time, then group testing on the
 suspects; prints each host ok / failing / slow with its evidence runs, an `exclude:` line (a Slurm --exclude
-string) and a hostfile without them. Exit 1 when culprit hosts or links are found, 0 none, 3 inconclusive.
+string) and a hostfile without them. A group is slow below the config's expect: floors or, with --baseline RUN_DIR,
+the busbw of that recorded run less --tolerance (default 10%) for the same setup, grid and backend. Exit 1 when culprit hosts or links are found, 0 none, 3 inconclusive.
 """
 
 
@@ -55,7 +57,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                      "an MPI hostfile's HOST slots=N), or 'slurm' for the nodes of SLURM_JOB_NODELIST; --grid 1xP sets ranks per host")
     p.add_argument("--grid", help="NxP for --env-file / --versions (default: the config's first grid)")
     p.add_argument("--setup", help="with --failing: only this setup")
-    p.add_argument("--baseline", help="a passing setup of the config to bisect against (default: empty env)")
+    p.add_argument("--baseline", metavar="SETUP|RUN_DIR", help="env bisect: a passing SETUP of the config to bisect against "
+                   "(default: empty env); with --hosts: a recorded RUN_DIR whose busbw points less --tolerance are floors, "
+                   "below them a host group is slow (as sweep/bench --baseline)")
+    p.add_argument("--tolerance", metavar="PCT", help="with --hosts --baseline RUN_DIR: allowed drop, e.g. 10%% (default), 2.5 or 0.05")
     p.add_argument("--version-mode", choices=("auto", "preload", "library_path"), default="auto", help="how --versions paths are applied")
     p.add_argument("--probe-cmd", metavar="CMD", help="command each rank runs instead of the built-in probe (exit 0 pass, 125 unresolved, else fail)")
     p.add_argument("--repeats", type=int, default=1, help="settle each probe by majority of up to 2K-1 runs (flaky probes)")
@@ -132,11 +137,15 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     if grid and not any(o.startswith("grids=") for o in args.overrides):
         # Only the grid being bisected has to fit this host, not every grid of the config.
         args.overrides = [*args.overrides, f"grids=[{grid}]"]
-    inp, gpus, pins = prepare(args)
+    if args.tolerance is not None and not args.hosts:
+        raise ConfigError(f"--tolerance {args.tolerance}: only with --hosts FILE --baseline RUN_DIR (host bisect's slow floors); "
+                          "allowed: drop --tolerance (env bisect's --baseline names a passing setup, not a run)")
+    # Host bisect judges slow like sweep/bench: --baseline is a recorded run there, a setup name everywhere else.
+    inp, gpus, pins = prepare(args, args.baseline, args.tolerance) if args.hosts else prepare(args)
     catalog = load_catalog()
     probe = _probe_spec(inp, args)
     baseline: list = []
-    if args.baseline is not None:
+    if args.baseline is not None and not args.hosts:
         named = {s.name: s for s in inp.setups}
         if args.baseline not in named:
             raise ConfigError(f"--baseline {args.baseline!r}: not a setup of {inp.conf_file.name}{did_you_mean(args.baseline, named)}; allowed: {', '.join(named)}")

@@ -6,8 +6,9 @@ import argparse
 import os
 
 
-def prepare(args: argparse.Namespace):
-    """The resolved sweep input of ``args.overrides``, this host's GPUs and the caller's safety pins."""
+def prepare(args: argparse.Namespace, baseline_run: str | None = None, tolerance: str | None = None):
+    """The resolved sweep input of ``args.overrides``, this host's GPUs and the caller's safety pins; with
+    ``baseline_run`` (a ``--baseline RUN_DIR`` of a command that judges slow) its floors join the expectations."""
     from envmatrix.config import compose_config
     from envmatrix.config.resolve import resolve
     from envmatrix.env.merge import caller_pins
@@ -17,16 +18,16 @@ def prepare(args: argparse.Namespace):
     pins = caller_pins()
     cfg, conf_file = compose_config(args.overrides)
     inp = resolve(cfg, conf_file, len(gpus), pins, allow_unknown=args.allow_unknown_vars)
-    if getattr(args, "tolerance", None) is not None and not args.baseline:
+    if tolerance is not None and not baseline_run:
         from envmatrix.errors import ConfigError
 
-        raise ConfigError(f"--tolerance {args.tolerance}: only with --baseline RUN_DIR; allowed: --baseline RUN_DIR --tolerance 10%")
-    if getattr(args, "baseline", None):
+        raise ConfigError(f"--tolerance {tolerance}: only with --baseline RUN_DIR; allowed: --baseline RUN_DIR --tolerance 10%")
+    if baseline_run:
         import dataclasses
 
         from envmatrix.reporting.thresholds import load_baseline
 
-        floors = load_baseline(args.baseline, "10%" if args.tolerance is None else args.tolerance)
+        floors = load_baseline(baseline_run, "10%" if tolerance is None else tolerance)
         inp = dataclasses.replace(inp, expectations=inp.expectations + floors)
     return inp, gpus, pins
 

@@ -102,7 +102,7 @@ def _sweep(args: argparse.Namespace, console, pool) -> int:
 
     from envmatrix.store.sqlite import check_not_corrupt
 
-    inp, gpus, pins = prepare(args)
+    inp, gpus, pins = prepare(args, args.baseline, args.tolerance)
     try:
         jobs = parse_jobs(args.jobs)
     except ValueError as exc:
