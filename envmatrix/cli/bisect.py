@@ -140,6 +140,10 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     if args.tolerance is not None and not args.hosts:
         raise ConfigError(f"--tolerance {args.tolerance}: only with --hosts FILE --baseline RUN_DIR (host bisect's slow floors); "
                           "allowed: drop --tolerance (env bisect's --baseline names a passing setup, not a run)")
+    if args.hosts and args.baseline and not os.path.exists(args.baseline):
+        raise ConfigError(f"--baseline {args.baseline}: with --hosts a recorded run directory (its busbw less --tolerance "
+                          "are the slow floors), and there is none; allowed: the --out of a sweep or bench "
+                          "(a passing SETUP is --baseline of env bisect: --failing / --env-file)")
     # Host bisect judges slow like sweep/bench: --baseline is a recorded run there, a setup name everywhere else.
     inp, gpus, pins = prepare(args, args.baseline, args.tolerance) if args.hosts else prepare(args)
     catalog = load_catalog()
