@@ -2,7 +2,7 @@
 
     python bench/engine_equivalence.py /tmp/eqv/old.default /tmp/eqv/new.default
 
-Per (setup, grid) it compares the cell symbol, the outcome class, the sorted per-rank outcomes and the
+Per (setup, grid) it compares the cell symbol, the outcome class, the sorted per-rank (outcome, killed_by, signal, exit code) and the
 normalised root-cause line from each dir's results.json; timings, pids, ports and paths are not compared
 (they differ run to run). Exit 0 when every cell agrees, 1 on any outcome difference, 2 on a bad dir.
 """
@@ -23,6 +23,7 @@ _NOISE = [
 ]
 
 
+RANK_FIELDS = ("outcome", "killed_by", "signal", "exit_code")
 FIELDS = ("symbol", "outcome", "ranks", "root_cause", "cause_rank")
 
 
@@ -46,7 +47,7 @@ def cells(run_dir: Path) -> dict[tuple[str, str], dict[str, object]]:
         out[(setup, grid)] = {
             "symbol": report["matrix"].get(grid, {}).get(setup),
             "outcome": result["outcome"],
-            "ranks": tuple(sorted(r.get("outcome") or "" for r in result.get("ranks", []))),
+            "ranks": tuple(sorted(tuple(str(r.get(f)) for f in RANK_FIELDS) for r in result.get("ranks", []))),
             "root_cause": normalise(root.get("line")),
             "cause_rank": root.get("rank"),
         }
