@@ -13,7 +13,7 @@ import signal
 import subprocess
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Optional, Sequence
+from typing import Any, Callable, Iterator, Mapping, Optional, Sequence
 
 from envmatrix.boundary import ProcessOutcome, ProcessSpec
 
@@ -89,10 +89,8 @@ def _killpg(pid: int) -> None:
     _kill_session(pid)
 
 
-def _kill_session(sid: int) -> None:
-    """SIGKILL what is left in the child's session: mpirun puts ranks in process groups of their own,
-    and a rank still starting when mpirun dies misses its death signal. The kernel keeps a session
-    id from being reused while any member lives, so this never reaches an unrelated process."""
+def _proc_stats() -> Iterator[tuple[int, list[bytes]]]:
+    """(pid, the /proc/PID/stat fields after the command name) of every process still readable; none off Linux."""
     try:
         entries = os.listdir("/proc")
     except OSError:  # not Linux
@@ -102,9 +100,19 @@ def _kill_session(sid: int) -> None:
             continue
         try:
             with open(f"/proc/{entry}/stat", "rb") as fh:
-                fields = fh.read().rsplit(b")", 1)[1].split()
+                yield int(entry), fh.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+
+
+def _kill_session(sid: int) -> None:
+    """SIGKILL what is left in the child's session: mpirun puts ranks in process groups of their own,
+    and a rank still starting when mpirun dies misses its death signal. The kernel keeps a session
+    id from being reused while any member lives, so this never reaches an unrelated process."""
+    for pid, fields in _proc_stats():
+        try:
             if int(fields[3]) == sid:  # stat field 6: session id
-                os.kill(int(entry), signal.SIGKILL)
+                os.kill(pid, signal.SIGKILL)
         except (OSError, IndexError, ValueError):
             continue
 
@@ -120,22 +128,8 @@ def send_signal(pids: Sequence[int], sig: int) -> None:
 
 def children_of(pids: Sequence[int]) -> list[int]:
     """Direct children of ``pids`` (from /proc), for launchers that do not forward signals to their ranks."""
-    wanted, found = set(pids), []
-    try:
-        entries = os.listdir("/proc")
-    except OSError:  # not Linux
-        return found
-    for entry in entries:
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as fh:
-                fields = fh.read().rsplit(b")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if int(fields[1]) in wanted:  # stat field 4: parent pid
-            found.append(int(entry))
-    return found
+    wanted = set(pids)
+    return [pid for pid, fields in _proc_stats() if len(fields) > 1 and int(fields[1]) in wanted]  # field 4: ppid
 
 
 def run_group(
