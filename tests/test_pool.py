@@ -190,13 +190,19 @@ def test_sigkill_of_driver_leaves_no_pool_server_or_child(cli, tmp_path):
 
 
 def test_ctrl_c_stops_pool_and_children(cli, tmp_path):
-    conf = write_conf(tmp_path / "i.yaml", "backend: gloo\ngrids: [1x2]\nsetups: {a: {}, b: {TORCH_DISTRIBUTED_DEBUG: INFO}}\nprobe: {timeout_s: 60}\n")
+    # rank 1 stalls, so the first run is still in flight when the signal lands: a sweep that had
+    # already finished would be interrupted in interpreter shutdown, which proves nothing (and exits -2)
+    conf = write_conf(tmp_path / "i.yaml", "backend: gloo\ngrids: [1x2]\nsetups: {a: {}, b: {TORCH_DISTRIBUTED_DEBUG: INFO}}\n"
+                                           "probe: {timeout_s: 120, stall: {rank: 1, seq: 1}}\n")
     driver = cli.popen("sweep", f"conf={conf}", "--out", str(tmp_path / "o"))
     deadline = time.time() + 120
-    while time.time() < deadline and len(processes_with_marker(cli.marker)) < 3:
+    # the driver, two pool servers and the two ranks they forked
+    while time.time() < deadline and len(processes_with_marker(cli.marker)) < 5 and driver.poll() is None:
         time.sleep(0.1)
+    assert driver.poll() is None, driver.stdout.read()
     driver.send_signal(signal.SIGINT)
-    assert driver.wait(timeout=60) == 130
+    assert driver.wait(timeout=60) == 130, driver.stdout.read()
+    assert "interrupted; finished runs are in the store" in driver.stdout.read()
     assert_no_processes(cli.marker, wait_s=15)
 
 
