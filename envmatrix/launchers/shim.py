@@ -323,7 +323,8 @@ def _supervise(child: int) -> int:
         pass
     if os.WIFSIGNALED(status):
         sig = os.WTERMSIG(status)
-        signal.signal(sig, signal.SIG_DFL)
+        if sig not in (signal.SIGKILL, signal.SIGSTOP):  # no handler can be set for these (OSError: exit 1)
+            signal.signal(sig, signal.SIG_DFL)
         os.kill(os.getpid(), sig)  # die the same way, so the launcher sees the signal
         return 128 + sig
     return os.WEXITSTATUS(status)
