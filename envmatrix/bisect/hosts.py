@@ -1,20 +1,28 @@
 """Host bisect: which hosts, and which host pairs, make a multi-host run fail or slow; pure.
 
 The caller gives ``run_round``: it runs every host group of a round AT THE SAME TIME (the groups are
-disjoint) and answers one verdict per group (``ok``, ``failing``, ``slow``, ``unresolved``). The search:
+disjoint) and answers one verdict per group (``ok``, ``failing``, ``slow``, ``unresolved``). A culprit is a
+host (bad alone, or bad only with a partner: a slow NIC shows only between hosts) or a host pair (a bad
+link). The search decodes every round's evidence (a group that passed clears its hosts and pairs):
 
-1. each host alone (one round): a host that fails alone is a culprit;
-2. rounds of disjoint pairs of the remaining hosts (round-robin, a 1-factorization: N-1 rounds cover every
-   pair, N rounds when N is odd, one host sitting out each), each round followed, when nothing is left to
-   explain, by one run of all remaining hosts together: when it passes the search ends, so most searches
-   run one pair round, not N-1;
-3. the hosts of the failing pairs are suspects, resolved by group testing with the culprit search that finds
-   culprit variables (``envmatrix.bisect.find_culprits``): a suspect set S is tested together with an anchor
-   host known to be good, a bad host is a culprit set of one, a bad link between two hosts an interacting
-   pair. One round first tests every suspect with its own anchor at once; the search starts from those
-   outcomes, so one bad host costs no sequential probes.
+1. pairs: every host with a host of the other half (a round-robin's first round; with N odd the host that
+   sits out joins the last pair). Any single bad host, of either kind, makes its pair fail in round 1.
+   (Each host alone first would expose only hosts bad alone; one slow only with partners cost a round more.)
+2. the hosts of failing pairs, each with its own known-good anchor (a host of a passing pair), all in one
+   round: a suspect failing with a good anchor is a bad host (bad with two partners); a failing pair whose
+   two ends both pass with anchors is a bad link. With no passing pair, each suspect runs alone and further
+   round-robin rounds look for one.
+3. every culprit host alone (does it fail alone?) and all other hosts together, in one round: when they
+   pass, the exclude list is proven to leave a healthy set and the search ends. When they fail (a bad link no
+   pair covered), a split search runs the halves of the failing set at once; when both pass, the culprit
+   pair crosses them, and the halves of each side are run two combinations at a time (A1+B1 with A2+B2, then
+   A1+B2 with A2+B1) down to one pair. A failing set that no host or pair explains (an interaction of three
+   or more hosts) goes to the culprit search that finds culprit variables (``envmatrix.bisect.find_culprits``).
 
-Verdicts are monotone (adding a bad host or both ends of a bad link to a group keeps it failing).
+So one bad host among any N costs 3 rounds, wherever it sits and whatever its kind, and a healthy cluster 2.
+Verdicts are monotone (adding a bad host or both ends of a bad link to a group keeps it failing); a fault
+seen only in a one-host run (e.g. a slow intra-node path hidden behind the network in every multi-host
+run) is not searched for: run the hosts alone (``--grid 1xP`` sweep per host) for that.
 """
 
 from __future__ import annotations
@@ -39,7 +47,8 @@ RunRound = Callable[[int, list[tuple[str, ...]]], list[Evidence]]
 
 
 def round_robin(n: int) -> list[list[tuple[int, int]]]:
-    """Rounds of disjoint pairs covering every pair of 0..n-1 once (circle method): n-1 rounds, n when odd."""
+    """Rounds of disjoint pairs covering every pair of 0..n-1 once (circle method): n-1 rounds, n when odd.
+    The first round pairs each of the first half with one of the second half."""
     if n < 2:
         return []
     players: list[Optional[int]] = list(range(n)) + ([None] if n % 2 else [])
@@ -52,11 +61,22 @@ def round_robin(n: int) -> list[list[tuple[int, int]]]:
     return rounds
 
 
+def first_round(n: int) -> list[tuple[int, ...]]:
+    """Round 1's groups: round_robin's first round, the host sitting out (N odd) added to the last pair."""
+    if n < 2:
+        return [(0,)] if n else []
+    groups: list[tuple[int, ...]] = list(round_robin(n)[0])
+    if n % 2:
+        (sitting,) = set(range(n)) - {i for g in groups for i in g}
+        groups[-1] = tuple(sorted(groups[-1] + (sitting,)))
+    return groups
+
+
 @dataclass
 class HostVerdict:
     host: str
     status: str  # ok / failing / slow / unresolved
-    why: str  # "fails alone", "fails with any partner", "link to node3", ...
+    why: str  # "fails alone", "slow with any good partner", "link to node3", ...
     evidence: list[Evidence] = field(default_factory=list)
 
 
@@ -99,140 +119,250 @@ class _Rounds:
         return got
 
 
-PAIR_ROUNDS_UP_TO = 8  # more remaining hosts than this: after one pair round, group-test them all instead
-
-
 def localise(hosts: Sequence[str], run_round: RunRound, seed: int = 0) -> HostBisectResult:
     """The culprit hosts and host pairs of ``hosts`` (see the module docstring)."""
-    hosts = list(dict.fromkeys(hosts))
-    rr = _Rounds(run_round)
-    culprits: list[tuple[str, ...]] = []
-    worst: dict[tuple[str, ...], str] = {}
-    unresolved: list[str] = []
-    note = ""
-    for e in rr([(h,) for h in hosts]):
-        if e.verdict in _BAD:
-            culprits.append(e.hosts)
-            worst[e.hosts] = e.verdict
-        elif e.verdict == UNRESOLVED:
-            unresolved.append(e.hosts[0])
-    good = [h for h in hosts if (h,) not in culprits and h not in unresolved]
-    schedule = round_robin(len(good))
+    search = _Search(list(dict.fromkeys(hosts)), run_round, seed)
+    complete = search.run()
+    hosts, rr, culprits = search.hosts, search.rr, search.culprits
+    worst = {c: _worst(c, rr.evidence) for c in culprits}
+    verdicts = _verdicts(hosts, culprits, worst, search.unresolved, rr.evidence)
+    if search.unresolved:
+        search.notes.append("unresolved: " + ",".join(search.unresolved))
+    return HostBisectResult(hosts, verdicts, culprits, _exclude(culprits), rr.rounds, rr.runs,
+                            complete and not search.notes, rr.evidence, "; ".join(search.notes))
 
-    def remaining() -> list[str]:
-        return [h for h in good if not any(h in c for c in culprits)]
 
-    def together() -> Optional[str]:
-        """None when the remaining hosts pass together (or are too few to test), else the verdict."""
-        rest = remaining()
-        if len(rest) <= 1:
-            return None
-        (check,) = rr([tuple(rest)])
-        return None if check.verdict == OK else check.verdict
+class _Search:
+    def __init__(self, hosts: list[str], run_round: RunRound, seed: int) -> None:
+        self.hosts, self.rr, self.seed = hosts, _Rounds(run_round), seed
+        self.culprits: list[tuple[str, ...]] = []
+        self.unresolved: list[str] = []
+        self.notes: list[str] = []
 
-    # Hosts that failed alone usually explain everything: check the rest together before any pair round.
-    failing_together = together() if culprits else (OK if len(remaining()) > 1 else None)
-    rounds_done = 0
-    while failing_together is not None:
-        if failing_together == UNRESOLVED:
-            note = "the remaining hosts together: unresolved"
-            break
-        rest = remaining()
-        if rounds_done < len(schedule) and (rounds_done == 0 or len(rest) <= PAIR_ROUNDS_UP_TO):
-            pairs = schedule[rounds_done]
-            rounds_done += 1
-            groups = [(good[a], good[b]) for a, b in pairs if good[a] in rest and good[b] in rest]
-            outcome = {e.hosts: e for e in rr(groups)}
-            failing = [g for g, e in outcome.items() if e.verdict in _BAD]
-            anchors = [h for g, e in outcome.items() if e.verdict == OK for h in g]
-            if not failing:
-                if failing_together == OK:  # nothing known to fail yet: the rest together decides
-                    failing_together = together()
+    # --- what the evidence so far says -------------------------------------------------------------
+    def known_ok(self, group: Sequence[str]) -> bool:
+        g = set(group)
+        return any(e.verdict == OK and g <= set(e.hosts) for e in self.rr.evidence)
+
+    def known_bad(self, group: Sequence[str]) -> bool:
+        g = set(group)
+        return any(e.verdict in _BAD and set(e.hosts) <= g for e in self.rr.evidence)
+
+    def cleared(self, host: str) -> bool:
+        """Passed in a group of two or more hosts: neither bad alone nor bad with partners."""
+        return any(e.verdict == OK and len(e.hosts) > 1 and host in e.hosts for e in self.rr.evidence)
+
+    def explained(self, group: Sequence[str]) -> bool:
+        g = set(group)
+        return bool(g & set(self.unresolved)) or any(set(c) <= g for c in self.culprits)
+
+    def _add(self, hosts: Sequence[str]) -> None:
+        culprit = tuple(h for h in self.hosts if h in set(hosts))
+        if culprit not in self.culprits:
+            self.culprits.append(culprit)
+
+    # --- the search ----------------------------------------------------------------------------------
+    def run(self) -> bool:
+        """True when the remaining hosts were shown to pass together."""
+        idx = first_round(len(self.hosts))
+        if len(self.hosts) < 2:
+            for e in self.rr([tuple(self.hosts[i] for i in g) for g in idx]):
+                if e.verdict in _BAD:
+                    self._add(e.hosts)
+            return True
+        for e in self.rr([tuple(self.hosts[i] for i in g) for g in idx]):
+            if e.verdict == UNRESOLVED and len(self.hosts) == len(e.hosts):
+                self.unresolved += list(e.hosts)  # nothing else to test them against
+        self._resolve_suspects()
+        unexplained = [tuple(e.hosts) for e in self.rr.evidence if e.verdict in _BAD and not self.explained(e.hosts)]
+        self._link_search(_disjoint_minimal(unexplained))
+        return self._confirm()
+
+    def _pool(self) -> list[str]:
+        return [h for h in self.hosts if h not in self.unresolved and (h,) not in self.culprits]
+
+    def _resolve_suspects(self) -> None:
+        """Round 2: clear or convict every host not yet seen passing with a partner."""
+        schedule, matching, alone_done = round_robin(len(self.hosts)), 0, False
+        while True:
+            for h in [h for h in self._pool() if not self.cleared(h) and self._convicted(h)]:  # decided together
+                self._add((h,))
+            suspects = [h for h in self._pool() if not self.cleared(h)]
+            if not suspects:
+                return
+            pairs = self._with_anchors(suspects, [h for h in self._pool() if self.cleared(h)])
+            if pairs:
+                for (suspect, _), e in zip(pairs, self.rr(pairs)):
+                    if e.verdict == UNRESOLVED:
+                        self.unresolved.append(suspect)
                 continue
-            if not anchors:
-                note = "no pair passed in a pair round: no known-good anchor to test suspects against"
-                break
-            found, verdicts = _group_test([h for g in failing for h in g], anchors, rr, failing, outcome, seed)
-        else:
-            found, verdicts = _group_all(rest, rr, seed)
-        if not found:
-            note = "failing runs the group test could not explain (flaky?)"
-            break
-        culprits += found
-        worst.update(verdicts)
-        failing_together = together()
-        if failing_together is not None and rounds_done >= len(schedule) and len(remaining()) <= PAIR_ROUNDS_UP_TO:
-            note = "every pair covered and the remaining hosts still fail together"
-            break
-    complete = failing_together is None and not note
-    exclude = _exclude(culprits)
-    verdicts = _verdicts(hosts, culprits, worst, unresolved, rr.evidence)
-    if unresolved:
-        note = "; ".join(filter(None, [note, "unresolved alone: " + ",".join(unresolved)]))
-    return HostBisectResult(hosts, verdicts, culprits, exclude, rr.rounds, rr.runs, complete and not unresolved, rr.evidence, note)
+            # No pair passed: hosts that fail alone first, then other pairings, until one passes.
+            if not alone_done:
+                alone_done = True
+                self.rr([(h,) for h in suspects if not self._tried((h,))])
+                continue
+            pool = self._pool()
+            while matching < len(schedule):
+                groups = [(self.hosts[a], self.hosts[b]) for a, b in schedule[matching]
+                          if self.hosts[a] in pool and self.hosts[b] in pool and not self._tried((self.hosts[a], self.hosts[b]))]
+                matching += 1
+                if groups:
+                    self.rr(groups)
+                    break
+            else:
+                if len(pool) < 2:
+                    return  # one host left, fine alone: nothing to pair it with
+                if len(pool) == 2 and self.known_bad(pool):
+                    self._add(pool)  # two hosts, each fine alone, failing together: the pair is all one can say
+                else:
+                    self.notes.append("no two hosts passed together: no known-good host to test the others against")
+                    self.unresolved += [h for h in pool if not self.cleared(h)]
+                return
+
+    def _convicted(self, host: str) -> bool:
+        """A bad host: it failed alone, or failed with a known-good partner and no one partner is in all its
+        failing groups (one bad link would be). Groups another bad host explains say nothing about it."""
+        failed = [set(e.hosts) - {host} for e in self.rr.evidence if e.verdict in _BAD and host in e.hosts]
+        failed = [others for others in failed if not any((h,) in self.culprits for h in others)]
+        with_good = [others for others in failed if all(self.cleared(h) for h in others)]
+        return bool(with_good) and not set.intersection(*failed)
+
+    def _with_anchors(self, suspects: list[str], anchors: list[str]) -> list[tuple[str, str]]:
+        """Each suspect with its own anchor not tried with it before, one it never failed with when there is
+        one (a pass clears the suspect, a failure convicts it)."""
+        pairs, free = [], list(anchors)
+        for suspect in suspects:
+            fresh = [a for a in free if not self._tried((suspect, a))]
+            unseen = [a for a in fresh if not any(e.verdict in _BAD and {suspect, a} <= set(e.hosts) for e in self.rr.evidence)]
+            if unseen or fresh:
+                anchor = (unseen or fresh)[0]
+                free.remove(anchor)
+                pairs.append((suspect, anchor))
+        return pairs
+
+    def _tried(self, group: Sequence[str]) -> bool:
+        return any(set(e.hosts) == set(group) for e in self.rr.evidence)
+
+    def _confirm(self) -> bool:
+        """Round 3: culprit hosts alone, the rest together; a failing rest is searched again."""
+        for _ in range(len(self.hosts)):
+            exclude = _exclude(self.culprits)
+            rest = tuple(h for h in self.hosts if h not in exclude and h not in self.unresolved)
+            if len(rest) < 2 or self.known_ok(rest):
+                return True
+            alone = [c for c in self.culprits if len(c) == 1 and not self._tried(c)]
+            *_, together = self.rr(alone + [rest])
+            if together.verdict == OK:
+                return True
+            if together.verdict == UNRESOLVED:
+                self.notes.append("the remaining hosts together: unresolved")
+                return False
+            if not self._link_search([rest]):
+                self.notes.append("the remaining hosts fail together and no host or host pair explains it")
+                return False
+        self.notes.append("the remaining hosts still fail together after as many searches as hosts")
+        return False
+
+    # --- finding bad links in failing sets of cleared hosts ------------------------------------------
+    def _link_search(self, failing: list[tuple[str, ...]]) -> int:
+        """Culprits inside each failing set, the sets searched side by side; how many were found."""
+        before = len(self.culprits)
+        tasks: list[tuple] = [("inside", s) for s in failing]
+        while tasks:
+            queue, waiting, groups = list(tasks), [], []
+            while queue:
+                task = queue.pop(0)
+                wants, replaced = self._advance(task)
+                queue += replaced
+                if wants:
+                    if any(self._tried(g) for g in wants):  # ran and came back unresolved: no verdict to go on
+                        self.notes.append(f"{','.join(wants[0])}: unresolved; the search there stopped")
+                        continue
+                    groups += wants
+                    waiting.append(task)
+            self.rr(groups)
+            tasks = waiting
+        return len(self.culprits) - before
+
+    def _advance(self, task: tuple) -> tuple[list[tuple[str, ...]], list[tuple]]:
+        """(groups the task needs run now, tasks that replace it without a run). ``inside R``: R fails;
+        ``cross A B``: A and B each pass, A+B fails, so a culprit pair has one end in each."""
+        if task[0] == "inside":
+            group = task[1]
+            if len(group) <= 2:
+                self._add(group)
+                return [], []
+            a, b = _halves(group)
+            bad = [p for p in (a, b) if len(p) > 1 and self.known_bad(p)]
+            if bad:
+                return [], [("inside", p) for p in bad]
+            untested = [p for p in (a, b) if len(p) > 1 and not self.known_ok(p)]
+            return (untested, []) if untested else ([], [("cross", a, b)])
+        if task[0] == "more":
+            self._higher_order(task[1])
+            return [], []
+        a, b = task[1], task[2]
+        if len(a) == 1 and len(b) == 1:
+            self._add(a + b)
+            return [], []
+        combos = [(x, y) for x, y in _combinations(a, b) if not self.known_ok(x + y)]
+        bad = _disjoint([x + y for x, y in combos if self.known_bad(x + y)])
+        if bad:
+            return [], [("cross", *next((x, y) for x, y in combos if x + y == g)) for g in bad]
+        if not combos:
+            return [], [("more", a + b)]
+        if len(combos) == 1:  # the only combination not seen passing holds the pair
+            return [], [("cross", *combos[0])]
+        return _disjoint([x + y for x, y in combos]), []
+
+    def _higher_order(self, group: tuple[str, ...]) -> None:
+        """A failing set whose every host and pair passes: the culprit search for interacting sets, one run a round."""
+        from envmatrix.bisect import FAIL, PASS, find_culprits
+
+        def oracle(atoms: frozenset) -> str:
+            (e,) = self.rr([tuple(group[i] for i in sorted(atoms))])
+            return _CODES[e.verdict]
+
+        known = {frozenset(): PASS, frozenset(range(len(group))): FAIL}
+        known.update({frozenset({i}): PASS for i in range(len(group))})
+        for atoms in find_culprits(len(group), oracle, known=known, seed=self.seed).culprits:
+            self._add(tuple(group[i] for i in sorted(atoms)))
 
 
 _CODES = {OK: "pass", FAILING: "fail", SLOW: "fail", UNRESOLVED: "unresolved"}
 
 
-def _group_all(rest: list[str], rr: _Rounds, seed: int) -> tuple[list[tuple[str, ...]], dict]:
-    """Group testing over all remaining hosts (they fail together, no pair did): S is run with an anchor."""
-    from envmatrix.bisect import FAIL, PASS, find_culprits
-
-    anchor, suspects = rest[0], rest[1:]
-    seen: dict[frozenset, Evidence] = {}
-
-    def oracle(atoms: frozenset) -> str:
-        (e,) = rr([tuple(suspects[i] for i in sorted(atoms)) + (anchor,)])
-        seen[atoms] = e
-        return _CODES[e.verdict]
-
-    result = find_culprits(len(suspects), oracle, known={frozenset(): PASS, frozenset(range(len(suspects))): FAIL}, seed=seed)
-    found, worst = [], {}
-    for atoms in result.culprits:
-        hosts = tuple(suspects[i] for i in sorted(atoms))
-        if len(hosts) == 1 and len(suspects) > 1:
-            # "fails with the anchor": a bad host, or the link between it and the anchor. A second partner tells.
-            other = next(h for h in suspects if h != hosts[0])
-            (e,) = rr([(hosts[0], other)])
-            if e.verdict == OK:
-                hosts = tuple(sorted((hosts[0], anchor)))
-        found.append(hosts)
-        shown = [e.verdict for a, e in seen.items() if atoms <= a]
-        worst[hosts] = FAILING if FAILING in shown else SLOW if SLOW in shown else FAILING
-    return found, worst
+def _halves(group: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    half = (len(group) + 1) // 2
+    return group[:half], group[half:]
 
 
-def _group_test(suspects, anchors, rr, failing, pair_outcome, seed):
-    """Culprit sets among ``suspects`` (hosts of the failing pairs) and the worst verdict that showed each."""
-    from envmatrix.bisect import FAIL, PASS, find_culprits
+def _combinations(a: tuple[str, ...], b: tuple[str, ...]) -> list[tuple[tuple[str, ...], tuple[str, ...]]]:
+    """The halves of A with the halves of B, the two disjoint 'diagonal' combinations first."""
+    a1, a2 = _halves(a) if len(a) > 1 else (a, ())
+    b1, b2 = _halves(b) if len(b) > 1 else (b, ())
+    return [(x, y) for x, y in ((a1, b1), (a2, b2), (a1, b2), (a2, b1)) if x and y]
 
-    index = {h: i for i, h in enumerate(suspects)}
-    code = _CODES
-    seen: dict[frozenset, Evidence] = {}
-    # One round: every suspect with its own anchor, all at once (as many as there are anchors).
-    groups = [(s, a) for s, a in zip(suspects, anchors)]
-    for (s, _), e in zip(groups, rr(groups)):
-        seen[frozenset({index[s]})] = e
-    known = {frozenset(): PASS, frozenset(range(len(suspects))): FAIL}
-    for atoms, e in seen.items():
-        known[atoms] = code[e.verdict]
-    for g in failing:  # a failing pair plus a good anchor still fails (monotone)
-        known.setdefault(frozenset(index[h] for h in g), FAIL)
 
-    def oracle(atoms: frozenset) -> str:
-        (e,) = rr([tuple(suspects[i] for i in sorted(atoms)) + (anchors[0],)])
-        seen[atoms] = e
-        return code[e.verdict]
+def _disjoint(groups: list[tuple[str, ...]]) -> list[tuple[str, ...]]:
+    """The groups, in order, that share no host with an earlier chosen one (a round's groups are disjoint)."""
+    out, used = [], set()
+    for g in groups:
+        if not used & set(g):
+            out.append(g)
+            used |= set(g)
+    return out
 
-    result = find_culprits(len(suspects), oracle, known=known, seed=seed)
-    found, worst = [], {}
-    for atoms in result.culprits:
-        hosts = tuple(suspects[i] for i in sorted(atoms))
-        found.append(hosts)
-        shown = [e.verdict for a, e in seen.items() if atoms <= a] + [pair_outcome[g].verdict for g in failing if set(hosts) <= set(g)]
-        worst[hosts] = FAILING if FAILING in shown else SLOW if SLOW in shown else FAILING
-    return found, worst
+
+def _disjoint_minimal(groups: list[tuple[str, ...]]) -> list[tuple[str, ...]]:
+    """Failing groups to search, smallest first, none containing another or sharing a host with one chosen."""
+    groups = sorted(dict.fromkeys(groups), key=len)
+    return _disjoint([g for g in groups if not any(set(o) < set(g) for o in groups)])
+
+
+def _worst(culprit: tuple[str, ...], evidence: list[Evidence]) -> str:
+    shown = [e.verdict for e in evidence if set(culprit) <= set(e.hosts) and e.verdict in _BAD]
+    return SLOW if shown and FAILING not in shown else FAILING
 
 
 def _exclude(culprits: list[tuple[str, ...]]) -> list[str]:
@@ -251,12 +381,13 @@ def _verdicts(hosts, culprits, worst, unresolved, evidence) -> dict[str, HostVer
         mine = [e for e in evidence if h in e.hosts]
         sets = [c for c in culprits if h in c]
         if h in unresolved:
-            out[h] = HostVerdict(h, UNRESOLVED, "unresolved alone", mine)
+            out[h] = HostVerdict(h, UNRESOLVED, "unresolved", mine)
         elif not sets:
             out[h] = HostVerdict(h, OK, "", mine)
         else:
             status = FAILING if any(worst.get(c) == FAILING for c in sets) else SLOW
-            why = "; ".join("fails alone" if c == (h,) and any(e.hosts == (h,) and e.verdict in _BAD for e in mine)
+            alone = next((e.verdict for e in mine if e.hosts == (h,)), OK)
+            why = "; ".join(("fails alone" if alone == FAILING else "slow alone") if c == (h,) and alone in _BAD
                             else f"{status} with any good partner" if len(c) == 1
                             else "link to " + ",".join(x for x in c if x != h) for c in sets)
             out[h] = HostVerdict(h, status, why, [e for e in mine if e.verdict != OK] or mine)
