@@ -13,7 +13,7 @@ import yaml
 
 from cluster_fixture import ns_cluster  # noqa: F401  (fixture)
 from conftest import assert_no_processes
-from envmatrix.bisect.hosts import FAILING, OK, SLOW, localise, parse_host_list, round_robin
+from envmatrix.bisect.hosts import FAILING, OK, SLOW, UNRESOLVED, Evidence, first_round, localise, parse_host_list, round_robin
 from envmatrix.errors import ConfigError
 
 _spec = importlib.util.spec_from_file_location("host_bisect_costs", pathlib.Path(__file__).parents[1] / "bench" / "host_bisect_costs.py")
@@ -34,21 +34,40 @@ def test_round_robin_covers_every_pair_once_in_disjoint_rounds(n):
         assert len(flat) == len(set(flat))  # disjoint: a round runs at the same time
 
 
-def test_one_host_failing_alone_among_16_in_two_rounds():
+def test_round_one_pairs_every_host_with_one_of_the_other_half():
+    groups = first_round(16)
+    assert sorted(h for g in groups for h in g) == list(range(16))
+    assert all(len(g) == 2 and g[0] < 8 <= g[1] for g in groups)
+    odd = first_round(7)  # the host sitting out joins a pair: every host has a partner in round 1
+    assert sorted(h for g in odd for h in g) == list(range(7)) and sorted(map(len, odd)) == [2, 2, 3]
+
+
+def test_one_host_failing_alone_among_16_is_found_and_proven_in_three_rounds():
     cluster = costs.SimulatedCluster(bad={"n11"})
     result = localise(HOSTS, cluster.run_round)
     assert result.culprits == [("n11",)] and result.exclude == ["n11"] and result.complete
-    assert result.rounds == 2 and result.verdicts["n11"].status == FAILING and result.verdicts["n11"].why == "fails alone"
+    assert result.rounds == 3 and result.verdicts["n11"].status == FAILING and result.verdicts["n11"].why == "fails alone"
     assert result.exclude_line == "exclude: n11" and "n11" not in result.hostfile()
+    last = [e for e in result.evidence if e.round == 3]  # the culprit alone beside every other host together
+    assert sorted(e.hosts for e in last) == sorted([("n11",), tuple(h for h in HOSTS if h != "n11")])
 
 
-def test_a_slow_host_that_is_fine_alone_is_localised_in_three_rounds_and_confirmed_in_the_fourth():
+def test_a_slow_host_that_is_fine_alone_is_found_and_proven_in_three_rounds():
+    """The case that took 4 rounds when round 1 ran each host alone (alone, pairs, suspects, rest together)."""
     cluster = costs.SimulatedCluster(slow={"n5"})
     result = localise(HOSTS, cluster.run_round)
     assert result.culprits == [("n5",)] and result.verdicts["n5"].status == SLOW and result.complete
-    culprit_round = max(e.round for e in result.verdicts["n5"].evidence)
-    assert culprit_round == 3 and result.rounds == 4
+    assert result.rounds == 3 and result.verdicts["n5"].why == "slow with any good partner"
     assert all(v.status == OK for h, v in result.verdicts.items() if h != "n5")
+
+
+@pytest.mark.parametrize("n", [4, 5, 8, 12, 16, 17])
+@pytest.mark.parametrize("kind", list(costs.KINDS))
+def test_every_placement_is_answered_exactly_and_one_bad_host_in_at_most_three_rounds(n, kind):
+    row = costs.placements_row(n, kind)
+    assert row["wrong"] == 0, row
+    if costs.KINDS[kind][0] == 1 and n != 5:  # 5 hosts: a pair and a triple, 3 suspects for 2 anchors: 4 rounds
+        assert row["rounds_max"] <= 3, row
 
 
 def test_a_bad_link_is_an_interacting_pair():
@@ -56,6 +75,46 @@ def test_a_bad_link_is_an_interacting_pair():
     result = localise(HOSTS, cluster.run_round)
     assert result.culprits == [("n2", "n9")] and result.complete and len(result.exclude) == 1
     assert result.verdicts["n2"].why == "link to n9"
+
+
+def test_a_bad_link_among_64_hosts_costs_rounds_logarithmic_in_the_hosts():
+    row = costs.placements_row(64, "1 bad link (a pair)", [(0, 63), (5, 40), (17, 18), (31, 32)])
+    assert row["wrong"] == 0 and row["rounds_max"] <= 13, row  # one group a round (the old search): 17-21
+
+
+def test_with_no_passing_pair_hosts_run_alone_then_other_pairings_find_a_good_anchor():
+    hosts = ["a", "b", "c", "d"]  # round 1 pairs a-d and b-c: both hold a bad host
+    cluster = costs.SimulatedCluster(bad={"a"}, slow={"b"})
+    result = localise(hosts, cluster.run_round)
+    assert set(result.culprits) == {("a",), ("b",)} and result.complete, (result.note, result.evidence)
+    assert result.verdicts["a"].why == "fails alone" and result.verdicts["b"].why == "slow with any good partner"
+
+
+def test_three_hosts_failing_only_all_together_go_to_the_culprit_search():
+    def run_round(number, groups):
+        return [Evidence(number, g, FAILING if {"n1", "n6", "n12"} <= set(g) else OK, "") for g in groups]
+
+    result = localise(HOSTS, run_round)
+    assert result.culprits == [("n1", "n6", "n12")] and result.complete and len(result.exclude) == 1
+
+
+def test_a_host_whose_runs_cannot_be_launched_is_unresolved_and_the_search_says_so():
+    def run_round(number, groups):
+        return [Evidence(number, g, UNRESOLVED if "n3" in g else OK, "") for g in groups]
+
+    result = localise(HOSTS, run_round)
+    assert result.culprits == [] and not result.complete and result.verdicts["n3"].status == UNRESOLVED
+    assert "unresolved: n3" in result.note and result.verdicts["n12"].status == OK
+
+
+@pytest.mark.parametrize("n, slow", [(2, {"n0"}), (3, {"n0", "n1"})])
+def test_too_few_hosts_to_tell_a_host_from_a_link_never_claim_more_than_the_runs_show(n, slow):
+    cluster = costs.SimulatedCluster(slow=slow)
+    result = localise(HOSTS[:n], cluster.run_round)
+    if n == 2:  # one pair, each host fine alone: the pair is all the runs can name
+        assert result.culprits == [("n0", "n1")] and result.complete
+    else:  # every pair of three slow: no good host to test against
+        assert not result.complete and "no two hosts passed together" in result.note
 
 
 def _measured(grid: str, busbw_gbps: float, setup: str = "base"):
@@ -111,7 +170,7 @@ def test_host_bisect_baseline_and_tolerance_errors_are_one_line(cli, tmp_path):
 
 
 def test_the_bench_simulation_finds_every_culprit():
-    assert costs.main(trials=10) == 0
+    assert costs.main(["table", "--trials", "5"]) == 0
 
 
 def test_host_lists_parse_plain_slots_and_mpi_hostfiles():
@@ -141,7 +200,7 @@ def test_a_host_with_its_link_down_is_found_and_excluded(ns_cluster, cli, tmp_pa
     assert (run / "hosts_ok.txt").read_text() == "node0 slots=2\nnode1 slots=2\nnode3 slots=2\n"
     report = json.loads((run / "host_bisect.json").read_text())
     assert report["verdicts"]["node2"]["status"] == "failing" and report["verdicts"]["node2"]["why"] == "fails alone"
-    assert report["rounds"] == 2 and report["complete"]
+    assert report["rounds"] == 3 and report["complete"]  # pairs, suspects with anchors, node2 alone + rest
     assert "mpirun failed on host node2" in out  # the evidence run's root cause names the host
     assert_no_processes(cli.marker)
 

@@ -181,13 +181,14 @@ class _Search:
     def _pool(self) -> list[str]:
         return [h for h in self.hosts if h not in self.unresolved and (h,) not in self.culprits]
 
-    def _resolve_suspects(self) -> None:
-        """Round 2: clear or convict every host not yet seen passing with a partner."""
+    def _resolve_suspects(self, defer: bool = True) -> None:
+        """Round 2: clear or convict every host not yet seen passing with a partner. With ``defer``, a host
+        whose every failing group holds another culprit waits for round 3 (the rest together clears it)."""
         schedule, matching, alone_done = round_robin(len(self.hosts)), 0, False
         while True:
             for h in [h for h in self._pool() if not self.cleared(h) and self._convicted(h)]:  # decided together
                 self._add((h,))
-            suspects = [h for h in self._pool() if not self.cleared(h)]
+            suspects = [h for h in self._pool() if not self.cleared(h) and not (defer and self._explained_by_others(h))]
             if not suspects:
                 return
             pairs = self._with_anchors(suspects, [h for h in self._pool() if self.cleared(h)])
@@ -218,6 +219,10 @@ class _Search:
                     self.notes.append("no two hosts passed together: no known-good host to test the others against")
                     self.unresolved += [h for h in pool if not self.cleared(h)]
                 return
+
+    def _explained_by_others(self, host: str) -> bool:
+        groups = [set(e.hosts) for e in self.rr.evidence if host in e.hosts and len(e.hosts) > 1]
+        return all(self.explained(g - {host}) for g in groups)
 
     def _convicted(self, host: str) -> bool:
         """A bad host: it failed alone, or failed with a known-good partner and no one partner is in all its
@@ -257,6 +262,9 @@ class _Search:
             if together.verdict == UNRESOLVED:
                 self.notes.append("the remaining hosts together: unresolved")
                 return False
+            if any(not self.cleared(h) for h in rest):  # deferred suspects first: they may be the reason
+                self._resolve_suspects(defer=False)
+                continue
             if not self._link_search([rest]):
                 self.notes.append("the remaining hosts fail together and no host or host pair explains it")
                 return False
