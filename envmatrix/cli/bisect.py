@@ -31,8 +31,8 @@ examples:
   envmatrix bisect --hosts slurm launcher=srun                                 # the nodes of this allocation
   envmatrix bisect --hosts hosts.txt conf=aws_ofi --baseline reports/runs/good --tolerance 10%   # slow against a run
 
-With --hosts: each host alone, then rounds of disjoint host pairs at the same time, then group testing on the
-suspects; prints each host ok / failing / slow with its evidence runs, an `exclude:` line (a Slurm --exclude
+With --hosts: all hosts in disjoint pairs at once, each host of a failing pair with a known-good one, then the
+culprits alone beside the rest together (a bad link: halves of the failing set at once); prints each host ok / failing / slow with its evidence runs, an `exclude:` line (a Slurm --exclude
 string) and a hostfile without them. A group is slow below the config's expect: floors or, with --baseline RUN_DIR,
 the busbw of that recorded run less --tolerance (default 10%) for the same setup, grid and backend. Exit 1 when culprit hosts or links are found, 0 none, 3 inconclusive.
 """
