@@ -22,7 +22,7 @@ link). The search decodes every round's evidence (a group that passed clears its
 So one bad host among any N costs 3 rounds, wherever it sits and whatever its kind, and a healthy cluster 2.
 Verdicts are monotone (adding a bad host or both ends of a bad link to a group keeps it failing); a fault
 seen only in a one-host run (e.g. a slow intra-node path hidden behind the network in every multi-host
-run) is not searched for: run the hosts alone (``--grid 1xP`` sweep per host) for that.
+run) is not searched for: sweep each host on its own (``hosts=[HOST] grids=[1xP]``) for that.
 """
 
 from __future__ import annotations
