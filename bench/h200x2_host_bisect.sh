@@ -12,7 +12,9 @@
 #      grid must fit the driver's 2 GPUs, so 4x1 is measured through the bisect's own round);
 #   2. control: `envmatrix bisect --hosts` against that floor, no load (want exit 0, `exclude: ` empty);
 #   3. loaded: the same with a bf16 matmul loop on GPU 1 for the whole command (a separate process, started and
-#      killed here) (want exit 1, `exclude: gpuhostB0,gpuhostB1`: the two hosts of GPU 1, those of GPU 0 ok).
+#      killed here) (want exit 1, `exclude: gpuhostB0,gpuhostB1`: the two hosts of GPU 1, those of GPU 0 ok; as the
+#      planner runs on a simulated cluster with that fault: 4 rounds, 10 runs: the pairs A0+B1 and A1+B0 slow,
+#      each host alone (no 1x1 floor: ok), A0+B0 and A1+B1 slow, A0+A1 ok and B0+B1 slow).
 # Every process, the load included, has NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1.
 # Outputs: console.log and a tarball of the run directories in $OUT.
 # Run from the repo root: bash bench/h200x2_host_bisect.sh
