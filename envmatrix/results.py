@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
-from typing import Any, Optional
+from typing import Any, Iterable, Optional
 
 # Ordered from "most specific" to "least": used to pick a run's class when
 # several ranks failed at the same instant.
@@ -44,6 +44,22 @@ OUTCOMES = (
 )
 
 
+# Root causes name ranks as ranges ("NCCL_ALGO missing on ranks 4-7", "ranks 0-2 wait in ..."); one spelling.
+def compress_ranks(ranks: Iterable[int]) -> str:
+    """[0, 1, 2, 5, 7, 8] -> '0-2,5,7-8'."""
+    parts, run = [], []
+    for r in sorted(set(ranks)):
+        if run and r == run[-1] + 1:
+            run.append(r)
+            continue
+        if run:
+            parts.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
+        run = [r]
+    if run:
+        parts.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
+    return ",".join(parts)
+
+
 @dataclass
 class RankResult:
     rank: int
@@ -61,7 +77,7 @@ class RankResult:
     env: dict[str, str] = field(default_factory=dict)  # NCCL_*/FI_*/LD_*... the rank saw
     versions: dict[str, Any] = field(default_factory=dict)
     device: Optional[str] = None
-    # Where the rank ran (probes.identity.host_identity); node/local_rank above are its place in the grid.
+    # Where the rank ran (rank.identity.host_identity); node/local_rank above are its place in the grid.
     hostname: Optional[str] = None
     gpu_uuid: Optional[str] = None  # "GPU-..." or "cpu"
     pci_bus_id: Optional[str] = None  # "00000000:19:00.0" or "cpu"

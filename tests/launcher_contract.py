@@ -59,7 +59,7 @@ def fixed_key(run: Any) -> Any:
 def golden_ctx(port: int = 29555) -> LaunchContext:
     return LaunchContext(
         workdir=WORKDIR, inherited_env=INHERITED, pins=PINS,
-        rank_argv=("/opt/py/bin/python", "-m", "envmatrix.probes.rank_main"),
+        rank_argv=("/opt/py/bin/python", "-m", "envmatrix.rank.main"),
         probe_env={"ENVMATRIX_PROBE": '{"collectives": ["allreduce"], "timeout_s": 60}'}, port=port, gpus=0,
     )
 

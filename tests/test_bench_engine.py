@@ -9,7 +9,7 @@ SCRIPT = textwrap.dedent(
     """
     import json, os, sys
     import torch, torch.distributed as dist
-    from envmatrix.probes.bench_engine import BenchContext, run_bench, BUILDERS
+    from envmatrix.rank.bench_engine import BenchContext, run_bench, BUILDERS
     dist.init_process_group("gloo", rank=0, world_size=1, init_method="tcp://127.0.0.1:%d" % int(sys.argv[1]))
     ctx = BenchContext(dist, torch, torch.device("cpu"), 0, 1, 1, "float32")
     good = run_bench(ctx, list(BUILDERS), [64, 4096], iters=2, warmup=1)
@@ -29,7 +29,7 @@ SCRIPT = textwrap.dedent(
     print(json.dumps({"good": good, "bad": bad, "blocking": blocking, "graph_error": graph_error}), flush=True)
     # Without this, gloo's worker threads and the TCPStore server are torn down by static destructors
     # at interpreter exit; on a loaded machine a still-joinable std::thread there aborts the process
-    # ("terminate called without an active exception"). rank_main.py does the same.
+    # ("terminate called without an active exception"). envmatrix/rank/main.py does the same.
     dist.destroy_process_group()
     """
 )

@@ -5,7 +5,7 @@ import pytest
 from envmatrix.bench.aggregate import aggregate_rows
 from envmatrix.bench.timing import DEFAULT_TIMING, TIMINGS, check_timing
 from envmatrix.errors import ConfigError
-from envmatrix.probes.bench_engine import effective_timing
+from envmatrix.rank.bench_engine import effective_timing
 from envmatrix.probes.builtin import normalize_bench
 from envmatrix.reporting.bench_tables import busbw_by_size, collective_title, nccl_tests_rows, timing_label
 
@@ -61,7 +61,7 @@ def test_direct_launch_path_stays_off_without_cuda_and_rows_say_torch():
     import torch
     import torch.distributed as dist
 
-    from envmatrix.probes.nccl_direct import attach
+    from envmatrix.rank.nccl_direct import attach
 
     # no NCCL group on a CPU device: the engine keeps torch's calls (and records launch=torch per row)
     assert attach(dist, torch, torch.device("cpu"), "float32", 2) is None
@@ -70,8 +70,8 @@ def test_direct_launch_path_stays_off_without_cuda_and_rows_say_torch():
 def test_direct_buffers_are_the_first_bytes_of_one_arena_per_direction_like_nccl_tests():
     import torch
 
-    from envmatrix.probes.bench_engine import BenchContext
-    from envmatrix.probes.nccl_direct import Arena, arena
+    from envmatrix.rank.bench_engine import BenchContext
+    from envmatrix.rank.nccl_direct import Arena, arena
 
     c = BenchContext(None, torch, torch.device("cpu"), 0, 2, 2, "float32")
     assert c.send_buffer(values := torch.ones(4)) is values and c.recv_buffer(3).shape == (3,)  # no arena: torch's own

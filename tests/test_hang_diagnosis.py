@@ -37,7 +37,7 @@ def _check_diagnosis(result, stdout):
     host = result["ranks"][1]["hostname"]
     line = result["hang"]["line"]
     # rank 1 stopped before its 2nd collective (allgather); the others passed allreduce and wait in allgather
-    assert line.startswith(f"rank 1 on host {host} stuck outside any collective at rank_main.py:"), line
+    assert line.startswith(f"rank 1 on host {host} stuck outside any collective at rank/main.py:"), line
     assert "in stall_here, before allgather (seq 2)" in line and "ranks 0,2-3 wait in allgather (seq 2)" in line, line
     assert result["root_cause"]["line"] == line and line in stdout
     ranks = result["hang"]["ranks"]
@@ -78,7 +78,7 @@ def test_ranks_waiting_on_an_async_handle_still_name_the_stalled_rank(cli, tmp_p
     assert_no_processes(cli.marker)
     assert result["outcome"] == "timeout"
     line = result["hang"]["line"]
-    assert line.startswith(f"rank 1 on host {result['ranks'][1]['hostname']} stuck outside any collective at rank_main.py:"), line
+    assert line.startswith(f"rank 1 on host {result['ranks'][1]['hostname']} stuck outside any collective at rank/main.py:"), line
     assert "in stall_here, before allgather (seq 2)" in line and "ranks 0,2-3 wait in allgather (seq 2)" in line, line
     ranks = result["hang"]["ranks"]
     for r in ("0", "2", "3"):  # blocked in the Work handle's wait, called from the probe's own code
@@ -89,7 +89,7 @@ def test_ranks_waiting_on_an_async_handle_still_name_the_stalled_rank(cli, tmp_p
 
 def test_a_rank_that_never_joins_the_rendezvous_is_named_at_a_short_timeout(cli, tmp_path):
     """probe.stall seq 0: rank 1 stops before init_process_group; with an 8 s timeout the run is a timeout (torch's
-    own rendezvous timeout is 2 x timeout_s + grace_s, rank_main.torch_timeout_s) and the line names rank 1.
+    own rendezvous timeout is 2 x timeout_s + grace_s, rank.main.torch_timeout_s) and the line names rank 1.
     The race that made such runs init_errors (a pooled rank waiting before the driver's deadline starts) is not
     reproduced here: test_hang_parsing pins the timeout's margin."""
     conf = write_conf(tmp_path / "h.yaml", "backend: gloo\ngrids: [1x2]\nsetups: {plain: {}}\n"
@@ -104,7 +104,7 @@ def test_a_rank_that_never_joins_the_rendezvous_is_named_at_a_short_timeout(cli,
     import socket
 
     assert result["ranks"][1]["hostname"] == socket.gethostname()  # from the launch slot: the rank never reported its identity
-    assert line.startswith(f"rank 1 on host {socket.gethostname()} stuck outside any collective at rank_main.py:"), line
+    assert line.startswith(f"rank 1 on host {socket.gethostname()} stuck outside any collective at rank/main.py:"), line
     assert line.endswith("in stall_here; rank 0 wait in init_process_group (rendezvous)"), line
 
 

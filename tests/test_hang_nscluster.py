@@ -28,7 +28,7 @@ def test_stalled_rank_on_a_remote_host_is_named_with_its_host(ns_cluster, cli, t
     proc, result = _sweep(cli, cluster, tmp_path, grids=["4x1"], probe=probe)
     assert proc.returncode == 1 and result["outcome"] == "timeout", proc.stdout[-2000:]
     line = result["root_cause"]["line"]
-    assert line.startswith("rank 2 on host node2 stuck outside any collective at rank_main.py:"), line
+    assert line.startswith("rank 2 on host node2 stuck outside any collective at rank/main.py:"), line
     assert line.endswith("in stall_here, before allgather (seq 2); ranks 0-1,3 wait in allgather (seq 2)"), line
     assert [r["hostname"] for r in result["ranks"]] == ["node0", "node1", "node2", "node3"]
     assert all(r["nic"] == "eth0" and r["gpu_uuid"] == "cpu" for r in result["ranks"]), [r["nic"] for r in result["ranks"]]

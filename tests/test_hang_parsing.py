@@ -25,8 +25,8 @@ BLOCKED_IN_ALLREDUCE = """Thread 0x00007f2a1c5fe6c0 (most recent call first):
 Current thread 0x00007f2a2d0a1740 (most recent call first):
   File "/venv/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py", line 2806 in all_reduce
   File "/venv/lib/python3.11/site-packages/torch/distributed/c10d_logger.py", line 81 in wrapper
-  File "/src/envmatrix/probes/rank_main.py", line 108 in run_checks
-  File "/src/envmatrix/probes/rank_main.py", line 196 in main
+  File "/src/envmatrix/rank/main.py", line 108 in run_checks
+  File "/src/envmatrix/rank/main.py", line 196 in main
   File "<frozen runpy>", line 88 in _run_code
 """
 
@@ -58,7 +58,7 @@ def test_real_faulthandler_dump_is_parsed(tmp_path):
 
 def test_collective_found_under_torch_frames():
     collective, frame = where_stuck(parse_stacks(BLOCKED_IN_ALLREDUCE))
-    assert collective == "allreduce" and frame.short() == "rank_main.py:108 in run_checks"
+    assert collective == "allreduce" and frame.short() == "rank/main.py:108 in run_checks"
 
 
 def _rank(r, host, seq, collective="allreduce", alive=True):
@@ -197,24 +197,24 @@ def test_cuda_sync_counts_as_waiting_in_the_marked_collective():
     stalled = BLOCKED_IN_ALLREDUCE.replace(
         '  File "/venv/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py", line 2806 in all_reduce\n'
         '  File "/venv/lib/python3.11/site-packages/torch/distributed/c10d_logger.py", line 81 in wrapper\n'
-        '  File "/src/envmatrix/probes/rank_main.py", line 108 in run_checks\n',
-        '  File "/src/envmatrix/probes/rank_main.py", line 94 in stall_here\n')
+        '  File "/src/envmatrix/rank/main.py", line 108 in run_checks\n',
+        '  File "/src/envmatrix/rank/main.py", line 94 in stall_here\n')
     ranks = [RankResult(rank=r, hostname=f"g{r}", killed_by="timeout", progress={"collective": "allgather", "seq": 2})
              for r in range(2)]
     line = diagnose(ranks, {0: BLOCKED_IN_CUDA_SYNC, 1: stalled}, {})["line"]
-    assert line == ("rank 1 on host g1 stuck outside any collective at rank_main.py:94 in stall_here, before allgather "
+    assert line == ("rank 1 on host g1 stuck outside any collective at rank/main.py:94 in stall_here, before allgather "
                     "(seq 2); rank 0 wait in allgather (seq 2)")
 
 
 # The box's hang (local launcher, NCCL 2.28.9, main 40dfbd1): rank 0 had enqueued allgather seq 2 and blocked in
-# the next CUDA op of its own code (rank_main.py:115, torch.cat), rank 1 sat in stall_here before the same call.
+# the next CUDA op of its own code (rank/main.py:115, torch.cat), rank 1 sat in stall_here before the same call.
 ENQUEUED_THEN_BLOCKED = BLOCKED_IN_ALLREDUCE.replace(
     '  File "/venv/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py", line 2806 in all_reduce\n'
     '  File "/venv/lib/python3.11/site-packages/torch/distributed/c10d_logger.py", line 81 in wrapper\n'
-    '  File "/src/envmatrix/probes/rank_main.py", line 108 in run_checks\n',
-    '  File "/src/envmatrix/probes/rank_main.py", line 115 in run_checks\n')
+    '  File "/src/envmatrix/rank/main.py", line 108 in run_checks\n',
+    '  File "/src/envmatrix/rank/main.py", line 115 in run_checks\n')
 STALLED_BEFORE_THE_CALL = ENQUEUED_THEN_BLOCKED.replace("line 115 in run_checks\n",
-                                                        "line 94 in stall_here\n  File \"/src/envmatrix/probes/rank_main.py\", line 92 in enter\n")
+                                                        "line 94 in stall_here\n  File \"/src/envmatrix/rank/main.py\", line 92 in enter\n")
 
 
 def _box_ranks(launched_marks):
@@ -226,7 +226,7 @@ def _box_ranks(launched_marks):
 def test_a_rank_past_the_call_of_an_asynchronous_collective_waits_in_it():
     """The launched mark tells the rank that enqueued seq 2 (and waits on its result) from the one that never called it."""
     line = diagnose(_box_ranks({0}), {0: ENQUEUED_THEN_BLOCKED, 1: STALLED_BEFORE_THE_CALL}, {})["line"]
-    assert line == ("rank 1 on host vm stuck outside any collective at rank_main.py:94 in stall_here, before allgather "
+    assert line == ("rank 1 on host vm stuck outside any collective at rank/main.py:94 in stall_here, before allgather "
                     "(seq 2); rank 0 wait in allgather (seq 2)")
 
 
@@ -234,12 +234,12 @@ def test_the_box_hang_without_launched_marks_is_named_by_nccl_ras():
     """The very input that blamed rank 0 on the box (markers without the launched mark): NCCL RAS's operation
     counts say rank 1 launched nothing, and the line follows and shows them."""
     block = diagnose(_box_ranks(set()), {0: ENQUEUED_THEN_BLOCKED, 1: STALLED_BEFORE_THE_CALL}, {}, RAS_STATUS)
-    assert block["line"] == ("rank 1 on host vm stuck outside any collective at rank_main.py:94 in stall_here, before "
+    assert block["line"] == ("rank 1 on host vm stuck outside any collective at rank/main.py:94 in stall_here, before "
                              "allgather (seq 2); rank 0 wait in allgather (seq 2); NCCL RAS: rank 1 launched no "
                              "operation, rank 0 launched up to operation 1")
     assert block["ras_operation_counts"] == {"0": 1, "1": 0}
     without_ras = diagnose(_box_ranks(set()), {0: ENQUEUED_THEN_BLOCKED, 1: STALLED_BEFORE_THE_CALL}, {})["line"]
-    assert without_ras.startswith("rank 0 on host vm stuck outside any collective at rank_main.py:115")  # the box's line
+    assert without_ras.startswith("rank 0 on host vm stuck outside any collective at rank/main.py:115")  # the box's line
 
 
 def test_every_rank_past_the_call_names_the_one_furthest_behind_as_waiting_for_a_result():
@@ -250,7 +250,7 @@ def test_every_rank_past_the_call_names_the_one_furthest_behind_as_waiting_for_a
 
 
 def test_torch_waits_longer_than_the_driver_deadline_and_its_stack_request():
-    from envmatrix.probes.rank_main import torch_timeout_s
+    from envmatrix.rank.main import torch_timeout_s
 
     for timeout_s, grace_s in ((8, 5.0), (120, 5.0), (1, 0.5)):
         waited = torch_timeout_s({"timeout_s": timeout_s, "grace_s": grace_s})

@@ -13,7 +13,7 @@ def _plan(grid, backend="nccl", atoms=(), pins=None, inherited=None):
         workdir="/tmp/w",
         inherited_env=inherited or {"PATH": "/bin", "NCCL_NVLS_ENABLE": "0"},
         pins=pins or {"NCCL_NVLS_ENABLE": "0"},
-        rank_argv=(sys.executable, "-m", "envmatrix.probes.rank_main"),
+        rank_argv=(sys.executable, "-m", "envmatrix.rank.main"),
         probe_env={"ENVMATRIX_PROBE": "{}"},
         port=12345,
         gpus=4,
@@ -30,7 +30,7 @@ def test_one_process_per_rank_with_identity():
     assert {e["WORLD_SIZE"] for e in envs} == {"4"} and {e["MASTER_PORT"] for e in envs} == {"12345"}
     assert {e["MASTER_ADDR"] for e in envs} == {"127.0.0.1"}
     assert [e["ENVMATRIX_DEVICE"] for e in envs] == ["0", "1", "2", "3"]
-    assert all(p.argv == (sys.executable, "-m", "envmatrix.probes.rank_main") for p in plan.processes)
+    assert all(p.argv == (sys.executable, "-m", "envmatrix.rank.main") for p in plan.processes)
 
 
 def test_emulated_nodes_get_their_own_hostid():

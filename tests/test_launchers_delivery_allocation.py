@@ -9,7 +9,9 @@ from envmatrix.errors import ConfigError, PlanError
 from envmatrix.launchers.allocation import Allocation, check_grids, detect, expand_nodelist, parse_gpu_count
 from envmatrix.launchers.submit import BatchSpec, parse_job_id, render
 from envmatrix.planning import Grid
-from envmatrix.probes.delivery import compress_ranks, delivery_problem, env_digest
+from envmatrix.boundary import env_digest
+from envmatrix.probes.delivery import delivery_problem
+from envmatrix.results import compress_ranks
 from launcher_contract import GOLDEN, REGOLD
 
 

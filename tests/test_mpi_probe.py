@@ -13,7 +13,7 @@ import pytest
 from conftest import assert_no_processes, write_conf
 from envmatrix.errors import ConfigError
 from envmatrix.probes import get_probe
-from envmatrix.probes.mpi_rank import placement_problem, world_problem
+from envmatrix.rank.mpi_main import placement_problem, world_problem
 
 HAVE_MPI4PY = importlib.util.find_spec("mpi4py") is not None
 needs_mpi = pytest.mark.skipif(not (HAVE_MPI4PY and shutil.which("mpirun")),

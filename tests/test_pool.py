@@ -19,7 +19,7 @@ from envmatrix.engine.launch import free_port
 
 pytestmark = pytest.mark.slow
 
-ARGV = (sys.executable, "-m", "envmatrix.probes.rank_main")
+ARGV = (sys.executable, "-m", "envmatrix.rank.main")
 
 
 def _rank_spec(tmp_path, rank, world, port, marker, **extra):
@@ -43,7 +43,7 @@ def test_cold_reason_names_loader_vars_and_other_commands():
     for var, value in [("LD_LIBRARY_PATH", "/b"), ("LD_PRELOAD", "x.so"), ("NCCL_NET_PLUGIN", "ofi"), ("PYTHONPATH", "/p")]:
         changed = ProcessSpec(ARGV, {**spec.env, var: value}, "/dev/null")
         assert var in cold_reason(changed, base, sys.executable)
-    other = ProcessSpec(("/usr/bin/python3.9", "-m", "envmatrix.probes.rank_main"), spec.env, "/dev/null")
+    other = ProcessSpec(("/usr/bin/python3.9", "-m", "envmatrix.rank.main"), spec.env, "/dev/null")
     assert "is not" in cold_reason(other, base, sys.executable)
     assert "is not" in cold_reason(ProcessSpec(("all_reduce_perf",), spec.env, "/dev/null"), base, sys.executable)
 

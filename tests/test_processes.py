@@ -6,7 +6,7 @@ import time
 import uuid
 
 from envmatrix.boundary import ProcessSpec
-from envmatrix.execution.processes import run_capture, run_group
+from envmatrix.execution.processes import fork_call_in_group, run_capture, run_group
 
 from conftest import assert_no_processes
 
@@ -73,3 +73,50 @@ def test_shell_strings_are_refused(tmp_path):
 
 def test_run_capture_missing_tool():
     assert run_capture(["envmatrix-no-such-tool"]).returncode == 127
+
+
+def _child_facts(path):
+    """Runs inside the forked child: what it sees of its group, env (Python's and C's), cwd, stdin and PDEATHSIG."""
+    import ctypes
+    import json
+
+    libc = ctypes.CDLL(None)
+    libc.getenv.restype = ctypes.c_char_p
+    deathsig = ctypes.c_int(0)
+    libc.prctl(2, ctypes.byref(deathsig), 0, 0, 0)  # PR_GET_PDEATHSIG
+    facts = {"pgid": os.getpgid(0), "pid": os.getpid(), "env": dict(os.environ), "cwd": os.getcwd(),
+             "c_getenv": (libc.getenv(b"NCCL_ALGO") or b"").decode(), "stdin": os.read(0, 100).decode(), "deathsig": deathsig.value}
+    with open(path, "w") as fh:
+        json.dump(facts, fh)
+    os.write(1, b"to the log\n")  # fds, not sys.stdout: pytest's capture replaces the Python objects
+    return 7
+
+
+def test_fork_call_in_group_gives_the_child_its_group_env_log_and_death_signal(tmp_path):
+    import json
+    import signal
+
+    facts_path, log = tmp_path / "facts.json", tmp_path / "child.log"
+    pid = fork_call_in_group(lambda: _child_facts(str(facts_path)), {"NCCL_ALGO": "Tree", "ONLY": "this"},
+                             str(log), str(tmp_path), "test child")
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 7
+    facts = json.loads(facts_path.read_text())
+    assert facts["pgid"] == facts["pid"] == pid  # its own group: a timeout kills it with what it started
+    assert facts["env"] == {"NCCL_ALGO": "Tree", "ONLY": "this"}  # whole replacement: nothing of ours leaks
+    assert facts["c_getenv"] == "Tree"  # NCCL reads the env through C getenv
+    assert facts["cwd"] == str(tmp_path) and facts["stdin"] == ""
+    assert facts["deathsig"] == signal.SIGKILL
+    assert log.read_text() == "to the log\n"
+
+
+def test_fork_call_in_group_turns_an_exception_into_exit_1_and_one_log_line(tmp_path):
+    log = tmp_path / "child.log"
+
+    def boom():
+        raise RuntimeError("no NCCL here")
+
+    pid = fork_call_in_group(boom, {}, str(log), None, "envmatrix pooled child")
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 1
+    assert log.read_text() == "envmatrix pooled child: RuntimeError: no NCCL here\n"

@@ -4,7 +4,7 @@ from envmatrix.results import RankResult
 
 # Shapes of torch/NCCL failure text (torch.distributed.DistBackendError message layout).
 NCCL_INVALID_USAGE = """Traceback (most recent call last):
-  File "rank_main.py", line 120, in main
+  File "envmatrix/rank/main.py", line 120, in main
 torch.distributed.DistBackendError: NCCL error in: /pytorch/torch/csrc/distributed/c10d/NCCLUtils.cpp:94, invalid usage (run with NCCL_DEBUG=WARN for details), NCCL version 2.28.9
 ncclInvalidUsage: This usually reflects invalid usage of NCCL library.
 Last error:

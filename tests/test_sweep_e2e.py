@@ -51,7 +51,7 @@ def test_gloo_sweep_matrix_shows_the_real_failure(cli, tmp_path):
     assert hostids == {"envmatrix-node0", "envmatrix-node1"}
     assert all(r["env"]["TORCH_DISTRIBUTED_DEBUG"] == "DETAIL" for r in two_by_two["ranks"])
     # the local launcher starts one process per rank; each argv is recorded with the result
-    assert len(two_by_two["argv"]) == 4 and all("envmatrix.probes.rank_main" in a for a in two_by_two["argv"])
+    assert len(two_by_two["argv"]) == 4 and all("envmatrix.rank.main" in a for a in two_by_two["argv"])
     md = (out / "matrix.md").read_text()
     assert "| 2x2 | 1 | 1 | 0 |" in md and "GLOO_SOCKET_IFNAME=envmx_missing0" in md and "init_error" in md
     with sqlite3.connect(out / "results.sqlite") as db:

@@ -21,7 +21,7 @@ from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
 from envmatrix.boundary import RESULT_DIR_VAR
 from envmatrix.execution.processes import children_of, send_signal
-from envmatrix.probes.delivery import compress_ranks
+from envmatrix.results import compress_ranks
 from envmatrix.results import RankResult
 
 STACK_SIGNAL = signal.SIGUSR1
@@ -49,7 +49,10 @@ class Frame:
     func: str
 
     def short(self) -> str:
-        return f"{os.path.basename(self.path)}:{self.line} in {self.func}"
+        # envmatrix's own frames keep their package directory: "rank/main.py" says which main, "main.py" would not.
+        path = self.path.replace(os.sep, "/")
+        name = path.rsplit("/envmatrix/", 1)[1] if "/envmatrix/" in path else os.path.basename(path)
+        return f"{name}:{self.line} in {self.func}"
 
 
 def parse_stacks(text: str) -> list[list[Frame]]:

@@ -27,7 +27,7 @@ LOADER_VARS = (
     "LD_LIBRARY_PATH", "LD_PRELOAD", "LD_AUDIT", "NCCL_NET_PLUGIN", "NCCL_TUNER_PLUGIN", "NCCL_PROFILER_PLUGIN",
     "NCCL_ENV_PLUGIN", "NCCL_NET_PLUGIN_PATH", "NCCL_LIB", "PYTHONPATH", "PYTHONHOME", "PYTHONSAFEPATH",
 )
-POOLED_MODULE = "envmatrix.probes.rank_main"
+POOLED_MODULE = "envmatrix.rank.main"
 
 
 def loader_key(env: Mapping[str, str]) -> tuple[Optional[str], ...]:

@@ -11,6 +11,7 @@ import ctypes
 import os
 import signal
 import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Mapping, Optional, Sequence
@@ -241,3 +242,45 @@ def fork_exec_in_group(argv: Sequence[str], env: Mapping[str, str], log_fd: int,
         os._exit(127)
     return child
 
+
+
+def fork_call_in_group(call: Callable[[], int], env: Mapping[str, str], log_path: str, cwd: Optional[str],
+                       on_error: str) -> int:
+    """Fork a child that runs ``call()`` instead of exec'ing, for a server that already imported what the child
+    needs (the warm pool: torch). The child gets a process group of its own (the driver kills it on timeout),
+    dies with its parent (PDEATHSIG SIGKILL), stdin /dev/null, stdout/stderr appended to ``log_path``, and takes
+    ``env`` whole (putenv reaches C getenv, so NCCL reads it) before ``call`` can touch CUDA/NCCL; it exits with
+    call's return code and never returns into the parent's code. ``on_error`` prefixes the line an exception
+    writes. The parent sets the group too, so no kill aimed at the group can miss the child."""
+    child = os.fork()
+    if child == 0:
+        try:
+            os.setpgid(0, 0)
+            if _prctl is None:
+                raise OSError("prctl(PR_SET_PDEATHSIG) is not available (not Linux)")
+            _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+            devnull = os.open(os.devnull, os.O_RDONLY)
+            log = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            os.dup2(devnull, 0)
+            os.dup2(log, 1)
+            os.dup2(log, 2)
+            if cwd:
+                os.chdir(cwd)
+            # Whole replacement, so nothing of the parent's env leaks.
+            os.environ.clear()
+            os.environ.update(env)
+            code = call()
+            sys.stdout.flush()
+            sys.stderr.flush()
+        except BaseException as exc:  # noqa: BLE001 - the child must never return into the parent's loop
+            try:
+                os.write(2, f"{on_error}: {type(exc).__name__}: {exc}\n".encode())
+            except OSError:
+                pass
+            code = 1
+        os._exit(code)
+    try:
+        os.setpgid(child, child)
+    except OSError:
+        pass
+    return child

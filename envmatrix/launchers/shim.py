@@ -10,7 +10,7 @@ mpirun/mpiexec/srun/torchrun once per rank:
 2. unsets the names in ENVMATRIX_UNSET (a setup's ``null`` values: launchers can
    only add variables);
 3. writes ``rank{R}.env.json`` into ENVMATRIX_RESULT_DIR: the variables it
-   really saw (identity.echoed_env plus ENVMATRIX_CHECK_VARS) and their sha256;
+   really saw (boundary.echoed_env plus ENVMATRIX_CHECK_VARS) and their sha256;
 4. starts the probe (stdout/stderr to ``rank{R}.log`` there) in its own
    process group and stays as its supervisor: when the launcher dies or
    signals the rank (mpirun puts ranks in their own process groups, so the
@@ -40,12 +40,12 @@ from envmatrix.env.atoms import UNSET
 from envmatrix.env.merge import compose_rank_env
 from envmatrix.errors import ConfigError, PlanError, did_you_mean
 from envmatrix.execution.processes import fork_exec_in_group
-from envmatrix.boundary import RESULT_DIR_VAR, ProcessOutcome, ProcessSpec, env_report_path
+from envmatrix.boundary import RESULT_DIR_VAR, ProcessOutcome, ProcessSpec, echoed_env, env_digest, env_report_path
 from envmatrix.launchers.base import LaunchContext, Launcher, LaunchPlan, RankSlot
+from envmatrix.launchers.identity import launcher_identity
 from envmatrix.launchers.local import LOOPBACK_DEFAULTS, emulated_hostid, rank_vars as local_rank_vars
 from envmatrix.planning.plan import Run
-from envmatrix.probes.delivery import checked_names, env_digest
-from envmatrix.probes.identity import echoed_env, launcher_identity
+from envmatrix.probes.delivery import checked_names
 
 SHIM_MODULE = "envmatrix.launchers.shim"
 # Options every shim launcher takes (config ``launcher_opts.<name>``).

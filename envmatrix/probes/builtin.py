@@ -75,7 +75,7 @@ def nccl_debug_env(params: Mapping[str, Any]) -> dict[str, str]:
 @register
 class BuiltinProbe(Probe):
     name = "builtin"
-    answers_stack_request = True  # rank_main.install_stack_dump
+    answers_stack_request = True  # rank.main.install_stack_dump
     defaults = {
         "collectives": list(COLLECTIVES),
         "numel": 4096,
@@ -116,7 +116,7 @@ class BuiltinProbe(Probe):
         return super().normalize(params, where, backend)
 
     def rank_argv(self, spec: ProbeSpec, python: str) -> tuple[str, ...]:
-        return (python, "-m", "envmatrix.probes.rank_main")
+        return (python, "-m", "envmatrix.rank.main")
 
     def rank_env(self, spec: ProbeSpec) -> dict[str, str]:
         return {"ENVMATRIX_PROBE": json.dumps(spec.params, sort_keys=True), **nccl_debug_env(spec.params)}

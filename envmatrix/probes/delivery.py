@@ -9,20 +9,14 @@ writes one precise line such as ``NCCL_NET_GDR_LEVEL missing on ranks 4-7``.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
-from envmatrix.probes.identity import is_echoed
+from envmatrix.boundary import env_digest, is_echoed
+from envmatrix.results import compress_ranks
 
 IDENTITY_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "NCCL_HOSTID")
 MISSING, UNEXPECTED, VALUE, NO_REPORT, CORRUPT = "missing", "unexpected", "value", "no_report", "corrupt"
-
-
-def env_digest(env: Mapping[str, str]) -> str:
-    """sha256 of the canonical JSON of ``env`` (what the shim writes next to the env it saw)."""
-    return hashlib.sha256(json.dumps(dict(sorted(env.items())), sort_keys=True).encode()).hexdigest()
 
 
 def checked_names(setup_vars: Iterable[str], pins: Iterable[str], intended: Sequence[Mapping[str, str]] = ()) -> tuple[str, ...]:
@@ -30,21 +24,6 @@ def checked_names(setup_vars: Iterable[str], pins: Iterable[str], intended: Sequ
     names = set(setup_vars) | set(pins)
     names |= {n for n in IDENTITY_VARS if any(n in env for env in intended)}
     return tuple(sorted(names))
-
-
-def compress_ranks(ranks: Iterable[int]) -> str:
-    """[0, 1, 2, 5, 7, 8] -> '0-2,5,7-8'."""
-    parts, run = [], []
-    for r in sorted(set(ranks)):
-        if run and r == run[-1] + 1:
-            run.append(r)
-            continue
-        if run:
-            parts.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
-        run = [r]
-    if run:
-        parts.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
-    return ",".join(parts)
 
 
 def _on(ranks: Sequence[int]) -> str:

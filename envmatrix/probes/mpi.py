@@ -18,9 +18,6 @@ from envmatrix.planning.plan import ProbeSpec
 from envmatrix.probes.base import Probe, register
 from envmatrix.probes.builtin import BuiltinProbe
 
-MPI4PY_MISSING = "mpi4py is not installed for {python}; install it with: pip install 'envmatrix[mpi]' (needs an MPI library such as OpenMPI)"
-
-
 @register
 class MpiProbe(Probe):
     name = "mpi"
@@ -32,7 +29,7 @@ class MpiProbe(Probe):
         return super().normalize(params, where, backend)
 
     def rank_argv(self, spec: ProbeSpec, python: str) -> tuple[str, ...]:
-        return (python, "-m", "envmatrix.probes.mpi_rank")
+        return (python, "-m", "envmatrix.rank.mpi_main")
 
     def rank_env(self, spec: ProbeSpec) -> dict[str, str]:
         return {"ENVMATRIX_PROBE": json.dumps(spec.params, sort_keys=True)}

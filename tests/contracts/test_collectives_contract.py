@@ -6,7 +6,7 @@ import pytest
 
 from envmatrix.bench.formulas import ALL, COLLECTIVES, bandwidths
 from envmatrix.parsers.nccl_tests import COLLECTIVE_OF_BINARY, collective_of
-from envmatrix.probes import bench_engine
+from envmatrix.rank import bench_engine
 
 # Written out from NVIDIA nccl-tests doc/PERFORMANCE.md ("Bus bandwidth" section) and src/alltoall.cu /
 # src/sendrecv.cu (not in the doc), independently of formulas.py.

@@ -1,4 +1,4 @@
-"""One rank of the ``mpi`` probe: ``python -m envmatrix.probes.mpi_rank`` (imports mpi4py, never torch)."""
+"""One rank of the ``mpi`` probe: ``python -m envmatrix.rank.mpi_main`` (imports mpi4py, never torch)."""
 
 from __future__ import annotations
 
@@ -10,12 +10,12 @@ import time
 from array import array
 from typing import Mapping, Optional
 
-from envmatrix.boundary import RESULT_DIR_VAR
-from envmatrix.probes.identity import echoed_env, rank_identity
-from envmatrix.probes.mpi import MPI4PY_MISSING
-from envmatrix.probes.rank_main import Reporter, _fail
+from envmatrix.boundary import RESULT_DIR_VAR, echoed_env
+from envmatrix.rank.identity import rank_identity
+from envmatrix.rank.main import Reporter, _fail
 
 SKIP_EXIT = 125
+MPI4PY_MISSING = "mpi4py is not installed for {python}; install it with: pip install 'envmatrix[mpi]' (needs an MPI library such as OpenMPI)"
 
 
 def world_problem(mpi_rank: int, mpi_size: int, launcher: Optional[tuple[int, int, int]]) -> Optional[str]:

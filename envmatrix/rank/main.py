@@ -1,4 +1,4 @@
-"""Entry point of one built-in probe rank: ``python -m envmatrix.probes.rank_main``.
+"""Entry point of one built-in probe rank: ``python -m envmatrix.rank.main``.
 
 The only place torch is imported. It reports progress by atomically replacing
 ``rank{R}.json`` at each phase, so a rank that hangs or dies still tells the
@@ -14,8 +14,8 @@ import time
 import traceback
 from typing import Any
 
-from envmatrix.boundary import RESULT_DIR_VAR, rank_report_path
-from envmatrix.probes.identity import echoed_env, host_identity, rank_identity
+from envmatrix.boundary import RESULT_DIR_VAR, echoed_env, rank_report_path
+from envmatrix.rank.identity import host_identity, rank_identity
 
 WRONG_RESULT_EXIT = 3
 # "pooled" when forked from a warm pool server (envmatrix.execution.pool_server).
@@ -231,7 +231,7 @@ def main() -> int:
     bench = spec.get("bench")
     if bench:
         try:
-            from envmatrix.probes.bench_engine import BenchContext, run_bench
+            from envmatrix.rank.bench_engine import BenchContext, run_bench
 
             reporter.phase("bench")
             t0 = time.perf_counter()

@@ -26,9 +26,9 @@ class BenchContext:
         self.rank, self.world, self.ppn = rank, world, ppn
         self.dtype = getattr(torch, dtype)
         self.type_size = torch.tensor([], dtype=self.dtype).element_size()
-        self.direct = None  # envmatrix.probes.nccl_direct.DirectNccl when launches bypass torch's call path
+        self.direct = None  # envmatrix.rank.nccl_direct.DirectNccl when launches bypass torch's call path
         self.enter: Optional[Callable[[str], Any]] = None  # progress marker before each (collective, size)
-        self.arena = None  # envmatrix.probes.nccl_direct.Arena: ncclMemAlloc'd buffers for the direct launches
+        self.arena = None  # envmatrix.rank.nccl_direct.Arena: ncclMemAlloc'd buffers for the direct launches
 
     def pattern(self, count: int, seed: int) -> Any:
         """Small integers that differ by position and by ``seed`` (a rank or chunk id)."""
@@ -411,7 +411,7 @@ def run_bench(
             count = aligned_count(size, c.type_size, c.world, spec.split_by_ranks)
             used = effective_timing(timing, name)
             if used in DIRECT_TIMINGS and c.direct is None and not tried_direct:
-                from envmatrix.probes.nccl_direct import arena, attach
+                from envmatrix.rank.nccl_direct import arena, attach
 
                 tried_direct = True
                 _barrier(c)  # torch creates its communicator lazily: make sure it exists before taking its pointer
