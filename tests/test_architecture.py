@@ -15,7 +15,7 @@ SHARED_MODULES = {
     "results.py",  # the one result schema
     "paths.py",  # where packaged data is found and outputs go
     "registry.py",  # the one plugin registry of every family
-    "boundary.py",  # the process boundary's types (ProcessSpec/ProcessOutcome, rank report files), both sides
+    "boundary.py",  # the process boundary's types (ProcessSpec/ProcessOutcome, rank report files, the echoed env), both sides
 }
 
 
