@@ -1,4 +1,5 @@
-"""Probes: what runs per rank. Importing this package registers the built-in ones."""
+"""Probes (driver side): what ranks run and how their reports are judged; the code that runs inside ranks is
+envmatrix.rank. Importing this package registers the built-in probes."""
 
 from envmatrix.probes.base import Probe, get_probe, probe_names, register
 from envmatrix.probes import builtin as _builtin  # noqa: F401
