@@ -35,7 +35,7 @@ import pytest
 STATE_DIR = Path("/run/envmatrix-nscluster")
 PREFIX = "emx"  # every namespace, bridge and veth this fixture creates starts with it (15-char IFNAMSIZ)
 SUBNET_BASE = "10.231"
-RANK_MARKER = "envmatrix.probes"  # rank processes' command lines (the probe module the shim starts)
+RANK_MARKER = "envmatrix.rank."  # rank processes' command lines (the probe module the shim starts)
 
 
 def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess:
