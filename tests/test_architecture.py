@@ -146,3 +146,33 @@ def test_every_known_cycle_is_still_there():
     components = strongly_connected(package_graph())
     stale = [sorted(known) for known in KNOWN_CYCLES if not any(c <= known for c in components)]
     assert not stale, f"these cycles are gone: drop them from KNOWN_CYCLES: {stale}"
+
+
+# Calls that create a process. The launchers' shim is a rank-side process and forks through the same module.
+_STARTS = {("subprocess", "Popen"), ("subprocess", "run"), ("subprocess", "call"), ("subprocess", "check_call"),
+           ("subprocess", "check_output"), ("os", "fork"), ("os", "forkpty"), ("os", "posix_spawn"),
+           ("os", "posix_spawnp"), ("os", "system"), ("os", "popen"), ("os", "execv"), ("os", "execve"),
+           ("os", "execvp"), ("os", "execvpe"), ("os", "spawnv"), ("multiprocessing", "Process")}
+
+
+def process_starts(source: str) -> list[str]:
+    import ast
+
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name):
+            if (node.func.value.id, node.func.attr) in _STARTS:
+                found.append(f"{node.func.value.id}.{node.func.attr} (line {node.lineno})")
+    return found
+
+
+def test_process_starts_are_found():
+    assert process_starts("import os, subprocess\nsubprocess.Popen(['x'])\nos.fork()\nos.getpid()\n") == [
+        "subprocess.Popen (line 2)", "os.fork (line 3)"]
+
+
+def test_only_execution_processes_starts_processes():
+    root = Path(envmatrix.__file__).parent
+    offenders = {str(p.relative_to(root)): found for p in sorted(root.rglob("*.py"))
+                 if p != root / "execution" / "processes.py" and (found := process_starts(p.read_text()))}
+    assert not offenders, f"start processes through envmatrix/execution/processes.py: {offenders}"

@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import IO, Mapping, Optional, Sequence
 
 from envmatrix.boundary import ProcessSpec
-from envmatrix.execution.processes import _child_setup, _killpg, popen_spec
+from envmatrix.execution.processes import _killpg, popen_piped, popen_spec
 
 # What the dynamic loader (or the interpreter) resolved when the server started:
 # a run that changes one of these must not inherit the server's choice.
@@ -82,10 +82,7 @@ class PooledChild:
 
 class _Server:
     def __init__(self, python: str, env: Mapping[str, str]) -> None:
-        self.proc = subprocess.Popen(
-            [python, "-m", "envmatrix.execution.pool_server"], env=dict(env), stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, shell=False, preexec_fn=_child_setup, bufsize=0,
-        )
+        self.proc = popen_piped([python, "-m", "envmatrix.execution.pool_server"], env)
         self._buf = b""
         self.loader = loader_key(env)
         self.ready = False

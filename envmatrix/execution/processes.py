@@ -73,6 +73,15 @@ def popen_spec(spec: ProcessSpec, log: Any) -> subprocess.Popen:
     )
 
 
+def popen_piped(argv: Sequence[str], env: Mapping[str, str]) -> subprocess.Popen:
+    """A long-lived helper the driver talks to over unbuffered stdin/stdout pipes (the warm pool's servers):
+    its own process group, dies with the thread that started it, stderr discarded."""
+    return subprocess.Popen(
+        list(argv), env=dict(env), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+        shell=False, preexec_fn=_child_setup, bufsize=0,
+    )
+
+
 def _signal_name(returncode: int) -> Optional[str]:
     if returncode >= 0:
         return None
