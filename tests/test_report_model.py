@@ -39,6 +39,17 @@ def test_curves_are_the_stored_busbw_out_of_place():
     assert "busbw (GB/s)" in svg and "time (us)" in svg and "(env) 2x2" in svg
 
 
+def test_a_one_rank_bench_draws_its_zero_busbw_instead_of_failing():
+    # busbw of a 1x1 grid is 0 at every size (nothing crosses a link): the report once failed on the log axis
+    (result,) = load_results(str(GPU_BENCH))
+    one_rank = copy.deepcopy(result)
+    one_rank.metrics = [{**m, "busbw_gbps": 0.0} for m in one_rank.metrics]
+    (curve,) = build_curves([one_rank])["allreduce"]
+    assert set(curve.busbw) == {0.0} and all(t > 0 for t in curve.time_us)
+    svg = plots.size_curves("allreduce", [curve])
+    assert "all values are 0" in svg and "time (us)" in svg
+
+
 def test_best_so_far_follows_the_direction():
     trials = [SearchTrial(0, "complete", 5.0, {}), SearchTrial(1, "fail", None, {}, "init_error: x"),
               SearchTrial(2, "complete", 7.0, {}), SearchTrial(3, "complete", 6.0, {})]

@@ -114,14 +114,23 @@ def size_curves(collective: str, curves: Sequence[Curve]) -> str:
     from matplotlib.ticker import FuncFormatter
 
     fig, (bw, tm) = plt.subplots(1, 2, figsize=(10, 3.6))
+    plotted = {bw: 0, tm: 0}
     for c in curves:
         marker = "o" if len(c.sizes) < 24 else None
         label = c.label + (f"  #wrong {c.wrong}" if c.wrong else "")
         # log axes: a zero (unmeasured or too small to time) would be dropped with a warning, so leave it out
-        bw.plot(*_positive(c.sizes, c.busbw), marker=marker, markersize=3, label=label)
-        tm.plot(*_positive(c.sizes, c.time_us), marker=marker, markersize=3, label=label)
+        for ax, ys in ((bw, c.busbw), (tm, c.time_us)):
+            xs, ys = _positive(c.sizes, ys)
+            ax.plot(xs, ys, marker=marker, markersize=3, label=label)
+            plotted[ax] += len(xs)
     for ax, ylabel in ((bw, "busbw (GB/s)"), (tm, "time (us)")):
         ax.set_xscale("log", base=2)
+        if not plotted[ax]:  # e.g. busbw of a one-rank grid is 0 by definition: a log axis cannot hold it
+            ax.text(0.5, 0.5, "all values are 0 (one rank: nothing crosses a link)" if ax is bw else "no values",
+                    transform=ax.transAxes, ha="center", va="center", fontsize=8)
+            ax.set_xlabel("message size (bytes)")
+            ax.set_ylabel(ylabel)
+            continue
         ax.set_yscale("log")
         ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: _size_label(v)))
         ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))  # 320, not 3.2x10^2
