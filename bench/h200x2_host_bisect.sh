@@ -20,6 +20,8 @@
 # Run from the repo root: bash bench/h200x2_host_bisect.sh
 # CPU rehearsal (gloo, no GPU, no load: checks the agent, configs, calibration and parsing; needs root, unshare,
 # mpirun): REHEARSAL=1 OUT=/tmp/x bash bench/h200x2_host_bisect.sh
+# One-GPU rehearsal on real NCCL (all four hosts on GPU 0, no load: checks that NCCL runs two emulated hosts on
+# one GPU through the box's mpirun and agent): ONE_GPU=1 bash bench/h200x2_host_bisect.sh
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 if [ "${REHEARSAL:-0}" = 1 ]; then
@@ -43,12 +45,13 @@ cat > "$W/agent.sh" <<'SH'
 host=$1; shift
 case "$host" in
   gpuhostA0|gpuhostA1) gpu=0 ;;
-  gpuhostB0|gpuhostB1) gpu=1 ;;
+  gpuhostB0|gpuhostB1) gpu=__GPU_B__ ;;
   *) echo "h200x2 agent: unknown host $host" >&2; exit 255 ;;
 esac
 export CUDA_VISIBLE_DEVICES=$gpu NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 exec unshare --uts sh -c "hostname $host; $*"
 SH
+sed -i "s/__GPU_B__/$([ "${ONE_GPU:-0}" = 1 ] && echo 0 || echo 1)/" "$W/agent.sh"
 chmod +x "$W/agent.sh"
 HOSTS="gpuhostA0 gpuhostA1 gpuhostB0 gpuhostB1"
 i=10; for h in $HOSTS; do echo "127.0.1.$i $h" >> /etc/hosts; i=$((i + 1)); done
@@ -98,7 +101,7 @@ PY
   echo "== 2. control: bisect --hosts, no load (want exit 0, exclude: empty)"
   time "$PY" -m envmatrix bisect --hosts "$W/hosts.txt" conf="$W/expect.yaml" --grid 1x1 --out "$W/control"; echo "exit $?"
   echo "== 3. loaded: a matmul loop on GPU 1 (gpuhostB0, gpuhostB1) for the whole bisect (want exit 1, exclude: gpuhostB0,gpuhostB1)"
-  if [ "${REHEARSAL:-0}" = 1 ]; then
+  if [ "${REHEARSAL:-0}" = 1 ] || [ "${ONE_GPU:-0}" = 1 ]; then
     echo "(rehearsal: no GPU load; want exit 0 again)"
   else
     CUDA_VISIBLE_DEVICES=1 "$PY" - > "$W/burn.log" 2>&1 <<'PY' &

@@ -50,6 +50,21 @@ def test_mpirun_refusing_for_lack_of_slots_is_a_launcher_failure_without_a_host(
     assert failure.host is None and "not enough slots for the 4 ranks" in failure.message
 
 
+def test_mpirun_with_every_node_filled_is_a_launcher_failure_not_its_banner():
+    # recorded on the H200 box (OpenMPI 4.1.6): --host names of emulated hosts that mpirun counted as one node
+    text = recorded("openmpi_nodes_filled_h200.txt")
+    failure = launcher_failure("mpirun", text)
+    assert failure.host is None and failure.message.startswith("All nodes which are allocated for this job are already filled.")
+    assert "---" not in failure.line()
+
+
+def test_the_generic_root_cause_is_never_a_banner_line():
+    from envmatrix.probes.rootcause import root_cause_line
+
+    assert root_cause_line(recorded("openmpi_nodes_filled_h200.txt")) == "All nodes which are allocated for this job are already filled."
+    assert root_cause_line("-" * 74 + "\n" + "=" * 20 + "\n") is None
+
+
 @pytest.mark.parametrize("text, host, words", [
     ("srun: error: Task launch for StepId=12.0 failed on node n017: Communication connection failure\n", "n017", "Task launch"),
     ("srun: error: Unable to create step for job 12: Requested node configuration is not available\n", None, "Unable to create step"),

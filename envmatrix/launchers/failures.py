@@ -12,6 +12,8 @@ import re
 from dataclasses import dataclass
 from typing import Callable, Optional
 
+from envmatrix.probes.rootcause import is_banner
+
 
 @dataclass(frozen=True)
 class LauncherFailure:
@@ -24,11 +26,8 @@ class LauncherFailure:
         return f"{self.launcher} failed{where}: {self.message}"
 
 
-_BANNER = re.compile(r"^\s*[-=*_#]{5,}\s*$")
-
-
 def _lines(text: str) -> list[str]:
-    return [ln.rstrip() for ln in text.splitlines() if ln.strip() and not _BANNER.match(ln)]
+    return [ln.rstrip() for ln in text.splitlines() if ln.strip() and not is_banner(ln)]
 
 
 def _field(text: str, name: str) -> Optional[str]:
@@ -43,6 +42,8 @@ _DAEMON_FAILED = "An ORTE daemon has unexpectedly failed after launch and before
 _LOST = "ORTE has lost communication with a remote daemon"
 _TCP = "A process or daemon was unable to complete a TCP connection"
 _SLOTS = re.compile(r"There are not enough slots available in the system to satisfy the (\d+)")
+# mpirun mapped no rank: every node of the allocation is full (e.g. --host names that all resolve to this machine)
+_FILLED = "All nodes which are allocated for this job are already filled."
 # An ssh (or plm_rsh_agent) complaint printed before ORTE's banner: it is what names the host.
 _AGENT = re.compile(r"^(?:ssh|rsh|[\w.-]+ agent|bash|sh): .*?(?:host(?:name)?|node)\s+'?([\w.-]+)'?", re.IGNORECASE)
 _PERMISSION = re.compile(r"^(\S+): Permission denied \((.*)\)")
@@ -53,6 +54,8 @@ def openmpi(text: str) -> Optional[tuple[Optional[str], str]]:
     slots = _SLOTS.search(text)
     if slots:
         return None, f"not enough slots for the {slots.group(1)} ranks requested (mpirun refused the launch)"
+    if _FILLED in text:
+        return None, f"{_FILLED} (mpirun mapped no rank; check that the --host names are distinct nodes)"
     if _TCP in text:
         local, remote = _field(text, "Local host"), _field(text, "Remote host")
         return local, f"daemon on {local} could not open a TCP connection back to {remote} ({_ORTE_START if _ORTE_START in text else _TCP})"

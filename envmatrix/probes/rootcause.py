@@ -10,11 +10,17 @@ _NCCL_CODE = re.compile(
     r"(ncclInvalidUsage|ncclSystemError|ncclInternalError|ncclRemoteError|ncclUnhandledCudaError|ncclInvalidArgument|ncclInProgress)"
 )
 _EXC = re.compile(r"^\s*(?:[\w.]+(?:Error|Exception|Exit)):\s*(.+)$")
+_BANNER = re.compile(r"^\s*[-=*_#]{5,}\s*$")
+
+
+def is_banner(line: str) -> bool:
+    """A separator line (OpenMPI frames its messages in ``-----``): never a root cause."""
+    return bool(_BANNER.match(line))
 
 
 def root_cause_line(*texts: Optional[str]) -> Optional[str]:
     """Most telling line: NCCL 'Last error', NCCL WARN, an nccl* code, an exception."""
-    lines = [ln.rstrip() for text in texts if text for ln in text.splitlines() if ln.strip()]
+    lines = [ln.rstrip() for text in texts if text for ln in text.splitlines() if ln.strip() and not is_banner(ln)]
     for i, line in enumerate(lines):
         if line.strip().startswith("Last error") and i + 1 < len(lines):
             return lines[i + 1].strip()
