@@ -15,6 +15,8 @@
 #      killed here) (want exit 1, `exclude: gpuhostB0,gpuhostB1`: the two hosts of GPU 1, those of GPU 0 ok; as the
 #      planner runs on a simulated cluster with that fault: 4 rounds, 10 runs: the pairs A0+B1 and A1+B0 slow,
 #      each host alone (no 1x1 floor: ok), A0+B0 and A1+B1 slow, A0+A1 ok and B0+B1 slow).
+# The box exports OMPI_MCA_plm=isolated (mpirun may start ranks on this node only: every other --host is "already
+# filled"); the confs pass --mca plm rsh so the agent starts each emulated host's daemon.
 # Every process, the load included, has NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1.
 # Outputs: console.log and a tarball of the run directories in $OUT.
 # Run from the repo root: bash bench/h200x2_host_bisect.sh
@@ -63,7 +65,7 @@ import json, sys
 path, backend, size, iters, warmup, agent, hosts, grid, expect = sys.argv[1:]
 setup = {"NCCL_IB_DISABLE": "1"} if backend == "nccl" else {}
 conf = {"name": "h200x2_host_bisect", "backend": backend, "launcher": "mpirun", "hosts": hosts.split(","),
-        "launcher_opts": {"mpirun": {"extra_args": ["--mca", "plm_rsh_agent", agent]}}, "setups": {"base": setup},
+        "launcher_opts": {"mpirun": {"extra_args": ["--mca", "plm", "rsh", "--mca", "plm_rsh_agent", agent]}}, "setups": {"base": setup},
         "grids": [grid],
         "probe": {"timeout_s": 120, "bench": {"collectives": ["allreduce"], "min_bytes": size, "max_bytes": size,
                                               "iters": int(iters), "warmup": int(warmup)}}}
@@ -88,7 +90,8 @@ from envmatrix.bench.sizes import parse_size
 from envmatrix.reporting.html_model import load_results
 from envmatrix.reporting.thresholds import measured_points
 size, got = parse_size(sys.argv[1]), {}
-for run_dir in sys.argv[2:]:
+import os
+for run_dir in (d for d in sys.argv[2:] if os.path.isdir(d)):  # the 2x1 sweep is refused on a one-GPU box
     for r in load_results(run_dir, "calibration"):
         got.setdefault(r.grid, []).extend(v for (c, s, m), v in measured_points(r).items()
                                           if (c, s, m) == ("allreduce", size, "busbw_gbps"))
