@@ -35,7 +35,19 @@ def assert_no_processes(marker: str, wait_s: float = 5.0) -> None:
     while processes_with_marker(marker) and time.time() < deadline:
         time.sleep(0.1)
     left = processes_with_marker(marker)
-    assert not left, f"processes left behind: {left}"
+    assert not left, f"processes left behind: {[_describe(pid) for pid in left]}"
+
+
+def _describe(pid: int) -> str:
+    """pid, state, parent and command line: which process was left says which cleanup missed it."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            cmd = fh.read().replace(b"\0", b" ").decode(errors="replace").strip()
+        return f"{pid} {fields[0]} ppid {fields[1]} pgid {fields[2]}: {cmd[:160]}"
+    except OSError:
+        return f"{pid} (gone)"
 
 
 class Cli:

@@ -120,3 +120,27 @@ def test_fork_call_in_group_turns_an_exception_into_exit_1_and_one_log_line(tmp_
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 1
     assert log.read_text() == "envmatrix pooled child: RuntimeError: no NCCL here\n"
+
+
+def test_the_kill_reaches_children_in_sessions_of_their_own(tmp_path):
+    # torchrun starts its workers with start_new_session: neither the group nor the session kill reaches them,
+    # and once their parent is dead they are re-parented to init (CI run 14's left-behind shims)
+    import subprocess
+    import sys
+
+    from conftest import assert_no_processes
+    from envmatrix.execution.processes import _killpg
+
+    marker = "own-session-" + tmp_path.name
+    ready = tmp_path / "ready"
+    code = ("import subprocess, sys, time; subprocess.Popen(['sleep', '300'], start_new_session=True); "
+            f"open({str(ready)!r}, 'w').close(); time.sleep(300)")
+    parent = subprocess.Popen([sys.executable, "-c", code], env={**os.environ, "ENVMATRIX_TEST_MARKER": marker},
+                              start_new_session=True)
+    deadline = time.time() + 60
+    while not ready.exists() and time.time() < deadline:
+        time.sleep(0.05)
+    assert ready.exists()
+    _killpg(parent.pid)
+    parent.wait(timeout=10)
+    assert_no_processes(marker, wait_s=5)

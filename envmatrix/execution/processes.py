@@ -92,11 +92,36 @@ def _signal_name(returncode: int) -> Optional[str]:
 
 
 def _killpg(pid: int) -> None:
+    # Read the tree first: torchrun starts its workers in sessions of their own, and once it dies they are
+    # re-parented to init, out of reach of the group and session kills (a worker still starting has not yet
+    # armed its own death signal).
+    tree = _descendants(pid)
     try:
         os.killpg(pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
     _kill_session(pid)
+    for member in tree:
+        try:
+            os.kill(member, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` (children, their children ...), from /proc's parent links."""
+    children: dict[int, list[int]] = {}
+    for child, fields in _proc_stats():
+        try:
+            children.setdefault(int(fields[1]), []).append(child)  # stat field 4: ppid
+        except (IndexError, ValueError):
+            continue
+    found, todo = [], list(children.get(pid, []))
+    while todo:
+        member = todo.pop()
+        found.append(member)
+        todo.extend(children.get(member, []))
+    return found
 
 
 def _proc_stats() -> Iterator[tuple[int, list[bytes]]]:
