@@ -111,3 +111,38 @@ def test_driver_never_imports_torch():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+
+
+def _gpus_visible(cli, tmp_path, count):
+    """This host shows ``count`` GPUs: an nvidia-smi on PATH answering like the real one
+    (hostinfo.parse_gpu_list's format, tested in test_hostinfo_and_transport)."""
+    bin_dir = tmp_path / f"bin{count}"
+    bin_dir.mkdir()
+    rows = "".join(f"echo '{i}, NVIDIA H200, 570.00, 00000000:{0x18 + i:02X}:00.0'\n" for i in range(count))
+    (bin_dir / "nvidia-smi").write_text("#!/bin/sh\n" + rows)
+    (bin_dir / "nvidia-smi").chmod(0o755)
+    cli.env["PATH"] = f"{bin_dir}:{cli.env['PATH']}"
+
+
+NCCL_2X2 = ("backend=nccl", "grids=[2x2]", "launcher=mpirun")
+
+
+@pytest.mark.parametrize("gpus_here", [2, 0])  # a 2-GPU node of the cluster, a GPU-less login node
+def test_grid_across_hosts_is_checked_per_node_not_against_this_hosts_gpus(cli, tmp_path, gpus_here):
+    _gpus_visible(cli, tmp_path, gpus_here)
+    conf = write_conf(tmp_path / "ok.yaml", GOOD)
+    done = cli.run("sweep", f"conf={conf}", *NCCL_2X2, "hosts=[node01,node02]", "--dry-run", "--out", str(tmp_path / "o"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "--host node01:2,node02:2" in done.stdout and not (tmp_path / "o").exists()
+    # the same grid with every rank on this host
+    refused = (f"grids: 2x2 needs 4 GPUs for NCCL (one rank per GPU) but {gpus_here} are visible" if gpus_here
+               else "backend: nccl needs GPUs but none are visible here")
+    assert refused in _bad(cli, tmp_path, f"conf={conf}", *NCCL_2X2)
+
+
+def test_grid_across_hosts_still_needs_ppn_gpus_per_node_and_a_host_per_node(cli, tmp_path):
+    _gpus_visible(cli, tmp_path, 2)
+    conf = write_conf(tmp_path / "ok.yaml", GOOD)
+    hosts = "hosts=[node01,node02]"
+    assert "2x4 needs 4 GPUs per node" in _bad(cli, tmp_path, f"conf={conf}", "backend=nccl", "launcher=mpirun", hosts, "grids=[2x4]")
+    assert "3x1 needs 3 hosts but 2 are given" in _bad(cli, tmp_path, f"conf={conf}", "backend=nccl", "launcher=mpirun", hosts, "grids=[3x1]")

@@ -87,6 +87,36 @@ def test_check_grids_against_allocation():
         check_grids([Grid(2, 4)], "nccl", Allocation("slurm", "9", ("n1",), 4), emulate=True)
 
 
+
+NO_JOB = {"PATH": "/usr/bin"}
+SLURM_2 = {"SLURM_JOB_ID": "9", "SLURM_JOB_NODELIST": "n[1-2]", "SLURM_JOB_NUM_NODES": "2", "SLURM_GPUS_ON_NODE": "4"}
+
+
+@pytest.mark.parametrize("name,opts,hosts,env,node_hosts", [
+    ("local", {}, ("a", "b"), NO_JOB, ()),  # the local launcher runs every rank here whatever hosts say
+    ("mpirun", {}, (), NO_JOB, ()),
+    ("mpirun", {}, ("a",), NO_JOB, ()),  # one host: nodes emulated there
+    ("mpirun", {}, ("a", "b"), NO_JOB, ("a", "b")),
+    ("mpirun", {"emulate": True}, ("a", "b"), NO_JOB, ()),
+    ("mpirun", {"hosts": ["c", "d", "e"]}, ("a", "b"), NO_JOB, ("c", "d", "e")),
+    ("mpiexec", {"flavor": "hydra"}, ("a", "b"), NO_JOB, ("a", "b")),
+    ("srun", {}, (), SLURM_2, ("n1", "n2")),
+])
+def test_node_hosts_say_where_the_nodes_run(name, opts, hosts, env, node_hosts):
+    """What check_fits is told (resolve.check_grids_fit): the same hosts and emulation the launch layout uses."""
+    from envmatrix.launchers import configure_launcher
+
+    assert configure_launcher(name, opts, hosts, environ=env).node_hosts(env) == node_hosts
+
+
+def test_allocation_checks_grids_known_after_configuring():
+    from envmatrix.launchers import configure_launcher
+
+    launcher = configure_launcher("srun", {}, (), environ=SLURM_2)
+    launcher.check_allocation([Grid(2, 4)], "nccl", SLURM_2)
+    with pytest.raises(PlanError, match="grids: 3x1 needs 3 nodes but Slurm job 9 has 2"):
+        launcher.check_allocation([Grid(3, 1)], "nccl", SLURM_2)
+
 SPEC = dict(envmatrix_args=("sweep", "conf=my conf.yaml", "grids=[1x4,2x2]", "launcher=srun"), python="/opt/py/bin/python",
             workdir="/home/u/runs dir", nodes=2, ntasks_per_node=4, gpus_per_node=4, time="00:30:00", job_name="envmx",
             account="proj1", queue="debug", directives=("--exclusive",))

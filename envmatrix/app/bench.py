@@ -5,10 +5,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from envmatrix.config.resolve import SweepInput, check_pins
+from envmatrix.config.resolve import SweepInput, check_grids_fit, check_pins
 from envmatrix.env.atoms import Setup, atoms_from_mapping
 from envmatrix.errors import ConfigError, did_you_mean
-from envmatrix.planning.grid import auto_grids, check_fits, parse_grid
+from envmatrix.planning.grid import auto_grids, parse_grid
 from envmatrix.probes import get_probe
 
 
@@ -39,7 +39,7 @@ def prepare_bench(inp: SweepInput, args: Any, gpus: int) -> SweepInput:
     load_catalog().validate_setup(setup, where="bench", allow_unknown=args.allow_unknown_vars)
     check_pins([setup], caller_pins(), "bench")
     grid = parse_grid(args.grid, "--grid") if args.grid else (inp.grids[0] if inp.grids else auto_grids(gpus)[0])
-    check_fits([grid], inp.backend, gpus, 64)
+    check_grids_fit([grid], inp.backend, gpus, 64, inp.make_launcher())
     bench = {
         "collectives": [c.strip() for c in args.collectives.split(",") if c.strip()],
         "min_bytes": args.min_bytes,

@@ -48,14 +48,15 @@ def cmd_bench(args: argparse.Namespace) -> int:
     import dataclasses
 
     from envmatrix.app.bench import prepare_bench
-    from envmatrix.config.resolve import resolve_backend
+    from envmatrix.config.resolve import ranks_elsewhere, resolve_backend
     from envmatrix.app.sweep import run_sweep
     from envmatrix.engine import open_session
 
     console = make_console()
     base, gpus, pins = prepare(args, args.baseline, args.tolerance)
+    elsewhere = ranks_elsewhere(base.make_launcher())
     backends = [b.strip() for b in (args.backends or base.backend).split(",") if b.strip()]
-    inputs = [prepare_bench(dataclasses.replace(base, backend=resolve_backend(b, len(gpus))), args, len(gpus)) for b in backends]
+    inputs = [prepare_bench(dataclasses.replace(base, backend=resolve_backend(b, len(gpus), elsewhere)), args, len(gpus)) for b in backends]
     run_dir = em_paths.run_dir(args.out, "bench")
     results, code = [], 0
     for inp in inputs:  # one session per backend: its environment and launcher follow the backend

@@ -177,9 +177,9 @@ def cmd_bisect(args: argparse.Namespace) -> int:
         store = session.store
         targets = early or _targets(inp, args, run_dir, store, catalog)
         for name, grid, atoms in targets:
-            from envmatrix.planning.grid import check_fits
+            from envmatrix.config.resolve import check_grids_fit
 
-            check_fits([grid], inp.backend, len(gpus), int(inp.config.get("max_local_ranks", 16)))
+            check_grids_fit([grid], inp.backend, len(gpus), int(inp.config.get("max_local_ranks", 16)), session.launcher)
             ctx = ProbeContext(session.under(sweep_id=f"bisect-{name}-{grid.label}"), grid, args.rerun)
 
             if not early:

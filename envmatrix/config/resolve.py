@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import os
+import socket
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -13,7 +15,7 @@ from envmatrix.env.atoms import UNSET, Setup
 from envmatrix.env.merge import SAFETY_PINS
 from envmatrix.errors import ConfigError, did_you_mean
 from envmatrix.paths import check_name
-from envmatrix.planning.grid import Grid, auto_grids, check_fits, parse_grids
+from envmatrix.planning.grid import Grid, auto_grids, check_fits, nodes_elsewhere, parse_grids
 from envmatrix.planning.plan import ProbeSpec
 
 BACKENDS = ("auto", "nccl", "gloo")
@@ -61,12 +63,13 @@ class SweepInput:
         return configure_launcher(self.launcher, self.launcher_opts, self.hosts, self.grids, self.backend)
 
 
-def resolve_backend(value: str, gpus: int) -> str:
+def resolve_backend(value: str, gpus: int, nodes_are_other_hosts: bool = False) -> str:
+    """``nodes_are_other_hosts``: no rank runs here, so GPUs missing here (a login node) say nothing."""
     if value not in BACKENDS:
         raise ConfigError(f"backend: {value!r} not allowed; allowed: {', '.join(BACKENDS)}")
     if value == "auto":
         return "nccl" if gpus > 0 else "gloo"
-    if value == "nccl" and gpus == 0:
+    if value == "nccl" and gpus == 0 and not nodes_are_other_hosts:
         raise ConfigError("backend: nccl needs GPUs but none are visible here; use backend=gloo (CPU) or run on a GPU host")
     return value
 
@@ -83,6 +86,16 @@ class CatalogValues:
     def is_pinned(self, var: str) -> bool:
         spec = self.catalog.spec(var)
         return var in SAFETY_PINS or bool(spec is not None and spec.pinned)
+
+
+def ranks_elsewhere(launcher: Any) -> bool:
+    """Every node ``launcher`` starts is another host (this one, e.g. a login node, runs no rank)."""
+    return nodes_elsewhere(launcher.node_hosts(os.environ), socket.gethostname())
+
+
+def check_grids_fit(grids: Sequence[Grid], backend: str, gpus: int, max_cpu_ranks: int, launcher: Any) -> None:
+    """planning.check_fits where ``launcher`` puts the ranks: this host, or one node per host given."""
+    check_fits(grids, backend, gpus, max_cpu_ranks, launcher.node_hosts(os.environ), socket.gethostname())
 
 
 def check_launcher_opts(opts: Mapping[str, Any]) -> None:
@@ -136,12 +149,13 @@ def resolve(
     data = OmegaConf.to_container(cfg, resolve=True)
     where = conf_file.name
     name = check_name(data.get("name") or conf_file.stem, "name")  # it names the run directory
-    backend = resolve_backend(str(data["backend"]), gpus)
-    grids = auto_grids(gpus if backend == "nccl" else 0) if data["grids"] in ("auto", None) else parse_grids(data["grids"])
-    check_fits(grids, backend, gpus, int(data["max_local_ranks"]))
     check_launcher_opts(data.get("launcher_opts") or {})
     launcher_opts = dict((data.get("launcher_opts") or {}).get(str(data["launcher"])) or {})
-    configure_launcher(str(data["launcher"]), launcher_opts, tuple(data.get("hosts") or ()), grids, backend)
+    launcher = configure_launcher(str(data["launcher"]), launcher_opts, tuple(data.get("hosts") or ()))
+    backend = resolve_backend(str(data["backend"]), gpus, ranks_elsewhere(launcher))
+    grids = auto_grids(gpus if backend == "nccl" else 0) if data["grids"] in ("auto", None) else parse_grids(data["grids"])
+    check_grids_fit(grids, backend, gpus, int(data["max_local_ranks"]), launcher)
+    launcher.check_allocation(grids, backend, os.environ)
     catalog = catalog or load_catalog()
     setups = expand_setups(data.get("setups") or {}, data.get("strategies") or [], CatalogValues(catalog), int(data["seed"]), where)
     for setup_name in data.get("setups") or {}:

@@ -23,10 +23,11 @@ def configure_launcher(
     """The launcher ``name`` with its options (config ``launcher_opts.<name>``) and hosts, checked at plan time.
 
     Inside a Slurm/PBS allocation every grid is checked against the nodes and GPUs allocated
-    (PlanError, exit 2, before anything runs). Reads PBS_NODEFILE when set.
+    (PlanError, exit 2, before anything runs; ``launcher.check_allocation`` for grids known later).
+    Reads PBS_NODEFILE when set.
     """
     from envmatrix.errors import ConfigError
-    from envmatrix.launchers.allocation import check_grids, detect
+    from envmatrix.launchers.allocation import detect
     from envmatrix.launchers.shim import ShimLauncher
 
     cls = type(get_launcher(name))
@@ -47,13 +48,7 @@ def configure_launcher(
         # Checked once here: otherwise every run launches and fails alone with the launcher's own message.
         raise ConfigError(f"launcher={name}: no allocation: run inside {cls.scheduler_hint}; {cls.scheduler_var} is not set")
     launcher = cls(options=dict(options or {}), hosts=tuple(hosts), allocation=alloc)
-    if alloc is not None and grids:
-        from envmatrix.launchers.base import LaunchContext as _Ctx
-
-        opts = launcher.options(_Ctx(workdir=".", inherited_env=env, pins={}, rank_argv=()))
-        chosen = tuple(opts["hosts"] or hosts or alloc.nodes)
-        emulate = len(set(chosen)) <= 1 if opts["emulate"] == "auto" else bool(opts["emulate"])
-        check_grids(list(grids), backend, alloc, emulate=emulate)
+    launcher.check_allocation(grids, backend, env)
     return launcher
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass, field
-from typing import Mapping, Optional
+from typing import Mapping, Optional, Sequence
 
 from envmatrix.boundary import ProcessSpec
 from envmatrix.planning.plan import Run
@@ -63,6 +63,14 @@ class Launcher(abc.ABC):
     @abc.abstractmethod
     def build(self, run: Run, ctx: LaunchContext) -> LaunchPlan:
         """Pure: argv/env for every process of ``run``; starts nothing."""
+
+    def node_hosts(self, environ: Mapping[str, str]) -> tuple[str, ...]:
+        """The hosts a grid's nodes run on, one per node, when they are separate machines; () when every
+        rank runs on this host (grids are then checked against this host alone)."""
+        return ()
+
+    def check_allocation(self, grids: Sequence[object], backend: str, environ: Mapping[str, str]) -> None:
+        """PlanError (exit 2) for a grid the batch allocation this runs in cannot hold; none: nothing to check."""
 
 
 _REGISTRY: Registry[type[Launcher]] = Registry("launcher")

@@ -44,6 +44,7 @@ from envmatrix.boundary import RESULT_DIR_VAR, ProcessOutcome, ProcessSpec, echo
 from envmatrix.launchers.base import LaunchContext, Launcher, LaunchPlan, RankSlot
 from envmatrix.launchers.identity import launcher_identity
 from envmatrix.launchers.local import LOOPBACK_DEFAULTS, emulated_hostid, rank_vars as local_rank_vars
+from envmatrix.planning.grid import check_nodes
 from envmatrix.planning.plan import Run
 from envmatrix.probes.delivery import checked_names
 
@@ -111,7 +112,7 @@ class ShimLauncher(Launcher):
     def needs_allocation(cls, options: Mapping[str, Any], hosts: Sequence[str]) -> bool:
         return cls.scheduler is not None
 
-    def options(self, ctx: LaunchContext) -> dict[str, Any]:
+    def options(self, ctx: Optional[LaunchContext] = None) -> dict[str, Any]:
         raw = self._options or {}
         allowed = {**COMMON_OPTIONS, **self.option_defaults}
         unknown = sorted(set(raw) - set(allowed))
@@ -128,21 +129,35 @@ class ShimLauncher(Launcher):
             raise ConfigError(f"launcher_opts.{self.name}.emulate: {opts['emulate']!r} not allowed; allowed: auto, true, false")
         return opts
 
-    def layout(self, run: Run, ctx: LaunchContext, opts: Mapping[str, Any]) -> Layout:
-        from envmatrix.launchers.allocation import check_grids, detect
+    def placement(self, opts: Mapping[str, Any], environ: Mapping[str, str]) -> tuple[tuple[str, ...], bool, Any]:
+        """(hosts given, whether nodes are emulated on one host, the allocation or None)."""
+        from envmatrix.launchers.allocation import detect
 
-        alloc = self.allocation if self.allocation is not None else detect(ctx.inherited_env)
+        alloc = self.allocation if self.allocation is not None else detect(environ)
         hosts = tuple(opts["hosts"] or self._hosts or (alloc.nodes if alloc else ()))
         emulate = len(set(hosts)) <= 1 if opts["emulate"] == "auto" else bool(opts["emulate"])
+        return hosts, emulate, alloc
+
+    def node_hosts(self, environ: Mapping[str, str]) -> tuple[str, ...]:
+        hosts, emulate, _ = self.placement(self.options(), environ)
+        return () if emulate else hosts
+
+    def check_allocation(self, grids: Sequence[Any], backend: str, environ: Mapping[str, str]) -> None:
+        from envmatrix.launchers.allocation import check_grids
+
+        _, emulate, alloc = self.placement(self.options(), environ)
+        if alloc is not None and grids:
+            check_grids(list(grids), backend, alloc, emulate=emulate)
+
+    def layout(self, run: Run, ctx: LaunchContext, opts: Mapping[str, Any]) -> Layout:
+        from envmatrix.launchers.allocation import check_grids
+
+        hosts, emulate, alloc = self.placement(opts, ctx.inherited_env)
         if alloc is not None:
             check_grids([run.grid], run.backend, alloc, emulate=emulate)
         if emulate:
             return Layout(tuple(hosts[:1]), True, "127.0.0.1")
-        if run.grid.nodes > len(hosts):
-            raise PlanError(
-                f"grids: {run.grid.label} needs {run.grid.nodes} hosts but {len(hosts)} are given "
-                f"({','.join(hosts) or 'none'}); allowed: grids with nodes <= {len(hosts)}, or emulate: true"
-            )
+        check_nodes(run.grid, hosts)
         used = tuple(hosts[: run.grid.nodes])
         return Layout(used, False, used[0])
 

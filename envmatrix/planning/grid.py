@@ -69,9 +69,57 @@ def auto_grids(gpus: int, cpu_ranks: int = 2) -> list[Grid]:
     return grids
 
 
-def check_fits(grids: Sequence[Grid], backend: str, gpus: int, max_cpu_ranks: int) -> None:
+def is_this_host(host: str, this_host: str) -> bool:
+    """Whether ``host`` (a name from hosts=[...]) names the machine called ``this_host`` (socket.gethostname())."""
+    if host in ("localhost", "127.0.0.1", "::1"):
+        return True
+    return bool(this_host) and host.lower().split(".")[0] == this_host.lower().split(".")[0]
+
+
+def nodes_elsewhere(node_hosts: Sequence[str], this_host: str) -> bool:
+    """The grid's nodes are other machines, this one not among them (e.g. a driver on a login node)."""
+    return bool(node_hosts) and not any(is_this_host(h, this_host) for h in node_hosts)
+
+
+def check_nodes(grid: Grid, node_hosts: Sequence[str]) -> None:
+    """One node per host: PlanError (exit 2, one line) when ``grid`` has more nodes than hosts given."""
     from envmatrix.errors import PlanError
 
+    if grid.nodes > len(node_hosts):
+        raise PlanError(
+            f"grids: {grid.label} needs {grid.nodes} hosts but {len(node_hosts)} are given "
+            f"({','.join(node_hosts) or 'none'}); allowed: grids with nodes <= {len(node_hosts)}, or emulate: true"
+        )
+
+
+def check_fits(grids: Sequence[Grid], backend: str, gpus: int, max_cpu_ranks: int,
+               node_hosts: Sequence[str] = (), this_host: str = "") -> None:
+    """PlanError (exit 2, one line) for the first grid that cannot run where its ranks go.
+
+    ``node_hosts``: the hosts the nodes run on, one per node, when they are separate machines (a launcher
+    given hosts); () when every rank runs on this host (nodes emulated), where the whole world must fit
+    into this host's ``gpus`` (NCCL) or ``max_cpu_ranks`` (gloo). Across hosts each node holds ``ppn`` ranks.
+    A node's GPUs are only known from this host's count when this host has GPUs or is one of the nodes;
+    a GPU-less driver elsewhere (a login node) cannot tell, so it refuses nothing on GPU count.
+    """
+    from envmatrix.errors import PlanError
+
+    if node_hosts:
+        per_node_gpus = gpus if gpus > 0 or not nodes_elsewhere(node_hosts, this_host) else None
+        for grid in grids:
+            check_nodes(grid, node_hosts)
+            if backend == "nccl" and per_node_gpus is not None and grid.ppn > per_node_gpus:
+                raise PlanError(
+                    f"grids: {grid.label} needs {grid.ppn} GPUs per node for NCCL (one rank per GPU) but "
+                    f"{per_node_gpus} are visible on this host, taken as each node's count; "
+                    f"allowed: grids with ppn <= {per_node_gpus}"
+                )
+            if backend == "gloo" and grid.ppn > max_cpu_ranks:
+                raise PlanError(
+                    f"grids: {grid.label} starts {grid.ppn} gloo ranks per node; "
+                    f"allowed at most {max_cpu_ranks} (raise max_local_ranks=N to allow more)"
+                )
+        return
     for grid in grids:
         if backend == "nccl" and grid.world > gpus:
             fitting = ", ".join(g.label for g in auto_grids(gpus)) or "none"
