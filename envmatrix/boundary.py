@@ -4,7 +4,8 @@ The driver tells a process its argv, env and log file (:class:`ProcessSpec`); ea
 result directory in ``ENVMATRIX_RESULT_DIR`` and reports there: ``rank{R}.json`` (the probe's phases,
 checks and timings) and ``rank{R}.env.json`` (what the launcher shim saw: :func:`echoed_env` and its
 :func:`env_digest`, which the driver's delivery check reads back). The process itself ends with a
-:class:`ProcessOutcome`. Stdlib only: rank processes import it without the driver.
+:class:`ProcessOutcome`. A rank learns who it is from its launcher's variables (:data:`LAUNCHER_RANK_VARS`,
+read by the launcher shim and by the rank). Stdlib only: rank processes import it without the driver.
 """
 
 from __future__ import annotations
@@ -65,3 +66,64 @@ def echoed_env(env: Mapping[str, str], extra: Iterable[str] = ()) -> dict[str, s
 def env_digest(env: Mapping[str, str]) -> str:
     """sha256 of the canonical JSON of ``env`` (what the shim writes next to the env it saw)."""
     return hashlib.sha256(json.dumps(dict(sorted(env.items())), sort_keys=True).encode()).hexdigest()
+
+
+# ----------------------------------------------------------------------------- who a rank is, as its launcher says
+
+# The one table of launcher rank variables, read on both sides: by the launcher shim (launchers.identity, which
+# tries the launcher's own family first) and by the rank (rank.identity, in this order: torch.distributed's
+# RANK/WORLD_SIZE first, as torch itself reads them). family -> (rank, world, local rank, local size, node index)
+# variable names; later names in a tuple are fallbacks.
+LAUNCHER_RANK_VARS: dict[str, tuple[tuple[str, ...], ...]] = {
+    "torchrun": (("RANK",), ("WORLD_SIZE",), ("LOCAL_RANK",), ("LOCAL_WORLD_SIZE",), ("GROUP_RANK",)),
+    "ompi": (("OMPI_COMM_WORLD_RANK",), ("OMPI_COMM_WORLD_SIZE",), ("OMPI_COMM_WORLD_LOCAL_RANK",),
+             ("OMPI_COMM_WORLD_LOCAL_SIZE",), ()),
+    "pmix": (("PMIX_RANK",), ("PMIX_SIZE",), ("PMIX_LOCAL_RANK",), (), ()),
+    "pals": (("PALS_RANKID",), ("PALS_SIZE", "PMI_SIZE"), ("PALS_LOCAL_RANKID", "MPI_LOCALRANKID"),
+             ("PALS_LOCAL_SIZE", "MPI_LOCALNRANKS"), ("PALS_NODEID",)),
+    "pmi": (("PMI_RANK",), ("PMI_SIZE",), ("MPI_LOCALRANKID",), ("MPI_LOCALNRANKS",), ()),  # MPICH Hydra
+    "slurm": (("SLURM_PROCID",), ("SLURM_NTASKS", "SLURM_NPROCS"), ("SLURM_LOCALID",), (), ("SLURM_NODEID",)),
+}
+
+
+def rank_var_names() -> str:
+    """'RANK/WORLD_SIZE, OMPI_COMM_WORLD_RANK/OMPI_COMM_WORLD_SIZE, ...': what a rank without an identity lacks."""
+    return ", ".join(f"{names[0][0]}/{names[1][0]}" for names in LAUNCHER_RANK_VARS.values())
+
+
+@dataclass(frozen=True)
+class LauncherIdentity:
+    """What a launcher told one rank about itself, before envmatrix derives anything."""
+
+    family: str
+    rank: int
+    world: int
+    local_rank: int
+    local_size: Optional[int]
+    node: Optional[int]
+    source: dict  # the raw variables it was read from
+
+
+def _first(env: Mapping[str, str], names: Iterable[str]) -> tuple[Optional[str], Optional[str]]:
+    for name in names:
+        if env.get(name, "") != "":
+            return name, env[name]
+    return None, None
+
+
+def read_launcher_identity(env: Mapping[str, str], families: Iterable[str]) -> Optional[LauncherIdentity]:
+    """The identity given by the first of ``families`` whose rank and world variables are set, or None."""
+    for family in families:
+        rank_v, world_v, local_v, lsize_v, node_v = LAUNCHER_RANK_VARS[family]
+        (rn, rank), (wn, world) = _first(env, rank_v), _first(env, world_v)
+        if rank is None or world is None:
+            continue
+        ln, local = _first(env, local_v)
+        sn, lsize = _first(env, lsize_v)
+        nn, node = _first(env, node_v)
+        source = {k: env[k] for k in (rn, wn, ln, sn, nn) if k}
+        return LauncherIdentity(
+            family, int(rank), int(world), int(local) if local is not None else int(rank),
+            int(lsize) if lsize is not None else None, int(node) if node is not None else None, source,
+        )
+    return None

@@ -38,9 +38,10 @@ from typing import Any, Mapping, Optional, Sequence
 
 from envmatrix.env.atoms import UNSET
 from envmatrix.env.merge import compose_rank_env
-from envmatrix.errors import ConfigError, PlanError, did_you_mean
+from envmatrix.errors import ConfigError, did_you_mean
 from envmatrix.execution.processes import fork_exec_in_group
-from envmatrix.boundary import RESULT_DIR_VAR, ProcessOutcome, ProcessSpec, echoed_env, env_digest, env_report_path
+from envmatrix.boundary import (RESULT_DIR_VAR, ProcessOutcome, ProcessSpec, echoed_env, env_digest, env_report_path,
+                                rank_var_names)
 from envmatrix.launchers.base import LaunchContext, Launcher, LaunchPlan, RankSlot
 from envmatrix.launchers.identity import launcher_identity
 from envmatrix.launchers.local import LOOPBACK_DEFAULTS, emulated_hostid, rank_vars as local_rank_vars
@@ -257,7 +258,7 @@ def derive_rank_env(env: Mapping[str, str]) -> tuple[dict[str, str], int]:
     launcher = env.get("ENVMATRIX_LAUNCHER")
     ident = launcher_identity(env, launcher)
     if ident is None:
-        raise ValueError("no rank variables (OMPI_COMM_WORLD_*, PALS_*/PMI_*, SLURM_*, RANK/WORLD_SIZE) set by the launcher")
+        raise ValueError(f"no rank variables ({rank_var_names()}) set by the launcher")
     out = dict(env)
     ppn = int(env.get("ENVMATRIX_PPN") or ident.local_size or 1)
     emulated = env.get("ENVMATRIX_EMULATE") == "1"

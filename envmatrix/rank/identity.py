@@ -5,25 +5,14 @@ from __future__ import annotations
 import socket
 from typing import Any, Mapping, Optional
 
-# (rank, world, local rank) variables per launcher family, most specific first.
-_FAMILIES = (
-    ("RANK", "WORLD_SIZE", "LOCAL_RANK"),
-    ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"),
-    ("PMIX_RANK", "PMIX_SIZE", "PMIX_LOCAL_RANK"),
-    ("PALS_RANKID", "PMI_SIZE", "PALS_LOCAL_RANKID"),
-    ("PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID"),
-    ("SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"),
-)
+from envmatrix.boundary import LAUNCHER_RANK_VARS, read_launcher_identity
 
 
 def rank_identity(env: Mapping[str, str]) -> Optional[tuple[int, int, int]]:
-    """(rank, world_size, local_rank) or None when no launcher variables are set."""
-    for rank_var, world_var, local_var in _FAMILIES:
-        if rank_var in env and world_var in env:
-            rank, world = int(env[rank_var]), int(env[world_var])
-            local = int(env.get(local_var, rank))
-            return rank, world, local
-    return None
+    """(rank, world_size, local_rank) or None when no launcher variables are set; families in the table's
+    order, torch.distributed's RANK/WORLD_SIZE first (what init_process_group reads)."""
+    ident = read_launcher_identity(env, LAUNCHER_RANK_VARS)
+    return None if ident is None else (ident.rank, ident.world, ident.local_rank)
 
 
 # ----------------------------------------------------------------------------- where a rank runs

@@ -14,7 +14,7 @@ import time
 import traceback
 from typing import Any
 
-from envmatrix.boundary import RESULT_DIR_VAR, echoed_env, rank_report_path
+from envmatrix.boundary import RESULT_DIR_VAR, echoed_env, rank_report_path, rank_var_names
 from envmatrix.rank.identity import host_identity, rank_identity
 
 WRONG_RESULT_EXIT = 3
@@ -159,7 +159,7 @@ def main() -> int:
     spec = json.loads(os.environ.get("ENVMATRIX_PROBE", "{}"))
     identity = rank_identity(os.environ)
     if identity is None:
-        print("envmatrix rank: no rank variables (RANK/WORLD_SIZE, OMPI_COMM_WORLD_*, PMI_*, SLURM_*) set", file=sys.stderr)
+        print(f"envmatrix rank: no rank variables ({rank_var_names()}) set", file=sys.stderr)
         return 2
     rank, world, local_rank = identity
     result_dir = os.environ.get(RESULT_DIR_VAR, ".")
