@@ -1,5 +1,6 @@
 """Bad input: one line naming file/key/value and what is allowed, exit 2, nothing written."""
 
+import json
 import subprocess
 import sys
 
@@ -146,3 +147,12 @@ def test_grid_across_hosts_still_needs_ppn_gpus_per_node_and_a_host_per_node(cli
     hosts = "hosts=[node01,node02]"
     assert "2x4 needs 4 GPUs per node" in _bad(cli, tmp_path, f"conf={conf}", "backend=nccl", "launcher=mpirun", hosts, "grids=[2x4]")
     assert "3x1 needs 3 hosts but 2 are given" in _bad(cli, tmp_path, f"conf={conf}", "backend=nccl", "launcher=mpirun", hosts, "grids=[3x1]")
+
+
+def test_auto_grids_with_hosts_fit_the_hosts(cli, tmp_path):
+    _gpus_visible(cli, tmp_path, 4)
+    conf = write_conf(tmp_path / "ok.yaml", GOOD)
+    done = cli.run("sweep", f"conf={conf}", "backend=nccl", "grids=auto", "launcher=mpirun", "hosts=[node01,node02]",
+                   "--dry-run", "--json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert {r["grid"] for r in json.loads(done.stdout)["runs"]} == {"1x4", "2x1", "2x4"}  # no 4x1 on 2 hosts

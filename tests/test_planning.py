@@ -28,6 +28,13 @@ def test_auto_grids_from_hardware():
     assert auto_grids(1) == [Grid(1, 1)]
 
 
+def test_auto_grids_across_hosts_never_ask_for_more_nodes_than_hosts():
+    assert auto_grids(4, hosts=2) == [Grid(1, 4), Grid(2, 1), Grid(2, 4)]
+    assert auto_grids(0, hosts=3) == [Grid(1, 2), Grid(3, 1), Grid(3, 2)]
+    assert auto_grids(1, hosts=2) == [Grid(1, 1), Grid(2, 1)]
+    assert auto_grids(4, hosts=1) == auto_grids(4)  # one host: the local grids
+
+
 def test_grid_that_does_not_fit_is_plan_error():
     with pytest.raises(PlanError, match="2x4 needs 8 GPUs.*4 are visible"):
         check_fits([Grid(2, 4)], "nccl", 4, 16)

@@ -52,12 +52,17 @@ def parse_grids(value: Any, where: str = "grids") -> list[Grid]:
     return list(dict.fromkeys(grids))
 
 
-def auto_grids(gpus: int, cpu_ranks: int = 2) -> list[Grid]:
+def auto_grids(gpus: int, cpu_ranks: int = 2, hosts: int = 0) -> list[Grid]:
     """Grids that exercise intra-node, inter-node and mixed paths on this host.
 
     With G GPUs: 1xG (all local), Gx1 (all NET), and 2x(G/2) when G is even
-    and >= 4. Without GPUs (gloo): 1x2, 2x1, 2x2.
+    and >= 4. Without GPUs (gloo): 1x2, 2x1, 2x2. With ``hosts`` >= 2 separate
+    machines of P ranks each (P = G, or ``cpu_ranks`` without GPUs here): 1xP,
+    Hx1 and HxP, so no grid asks for more nodes than there are hosts.
     """
+    if hosts >= 2:
+        ppn = gpus if gpus > 0 else cpu_ranks
+        return list(dict.fromkeys([Grid(1, ppn), Grid(hosts, 1), Grid(hosts, ppn)]))
     if gpus <= 0:
         return [Grid(1, cpu_ranks), Grid(cpu_ranks, 1), Grid(2, 2)]
     if gpus == 1:
