@@ -112,3 +112,22 @@ def test_search_over_only_nccl_variables_on_gloo_is_refused_and_writes_nothing(c
     assert done.returncode == 2, done.stdout + done.stderr
     assert "reads none of the variables this search varies (NCCL_ALGO)" in done.stderr and "Traceback" not in done.stderr
     assert not out.exists()
+
+
+@pytest.mark.parametrize("command", ["sweep", "bisect", "search"])
+def test_the_flag_the_refusal_names_is_accepted_by_every_command_that_refuses(command):
+    from envmatrix.cli import build_parser
+
+    source = {"bisect": ["--env-file", "x.env"]}.get(command, [])
+    assert build_parser().parse_args([command, *source, "--allow-ignored-vars"]).allow_ignored_vars
+
+
+def test_gloo_bisect_of_nccl_only_variables_is_refused_unless_allowed(cli, tmp_path):
+    env_file = tmp_path / "site.env"
+    env_file.write_text("export NCCL_ALGO=Ring\n")
+    args = ("bisect", "backend=gloo", "--env-file", str(env_file), "--grid", "1x2", "--out", str(tmp_path / "o"))
+    refused = cli.run(*args)
+    assert refused.returncode == 2 and "--allow-ignored-vars" in refused.stderr and not (tmp_path / "o").exists()
+    allowed = cli.run(*args, "--allow-ignored-vars")
+    assert allowed.returncode == 0, allowed.stdout + allowed.stderr  # gloo ignores it: the env passes
+    assert "warning: backend gloo ignores NCCL_ALGO" in allowed.stderr

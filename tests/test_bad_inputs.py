@@ -106,6 +106,8 @@ CASES = [
     Case("env-pin-override", ("bisect", "--grid", "1x2", "--env-file", "{file:e.env}", "--out", "{out}"), "safety pin",
          {"e.env": "export NCCL_NVLS_ENABLE=1\n"}, env={"NCCL_NVLS_ENABLE": "0"}),
     envfile("env-bad-grid", "export NCCL_ALGO=Ring\n", "2y2", "--grid", "2y2"),
+    # --grid beyond this host while the config's own grids fit: refused before the run directory exists
+    envfile("env-grid-too-big", "export GLOO_SOCKET_IFNAME=lo\n", "8x8 starts 64 gloo ranks", "--grid", "8x8", "grids=[1x2]"),
     Case("env-missing", ("bisect", "--grid", "1x2", "--env-file", "{tmp}/none.env", "--out", "{out}"), "cannot read"),
     Case("versions-nonexistent", ("bisect", "--grid", "1x2", "--versions", "/nonexistent/a", "/nonexistent/b", "--out", "{out}"),
          "no such file or directory"),

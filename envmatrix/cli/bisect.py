@@ -72,6 +72,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-repair", action="store_true", help="skip trying other values of each culprit")
     p.add_argument("--out", metavar="DIR", help="run directory / store (default: reports/runs/<name>)")
     p.add_argument("--allow-unknown-vars", action="store_true", help="let site-specific variables through")
+    p.add_argument("--allow-ignored-vars", action="store_true",
+                   help="bisect even when the backend reads none of the variables (e.g. to check env delivery)")
     p.add_argument("--rerun", action="store_true", help="probe again even when the store has the same env")
     p.set_defaults(func=cmd_bisect)
 
@@ -169,17 +171,20 @@ def cmd_bisect(args: argparse.Namespace) -> int:
         return _host_bisect(args, inp, gpus, pins, run_dir, console)
     # An env file is checked before the run directory or store exists: bad input writes nothing.
     early = _targets(inp, args, run_dir, None, catalog) if args.env_file else None
-    for _, _, atoms in early or []:
+    from envmatrix.config.resolve import check_grids_fit
+
+    max_local_ranks = int(inp.config.get("max_local_ranks", 16))
+    for _, early_grid, atoms in early or []:
         _check_backend(inp, args, atoms)
+        check_grids_fit([early_grid], inp.backend, len(gpus), max_local_ranks, inp.make_launcher())
     os.makedirs(run_dir, exist_ok=True)
     reports = []
     with open_session(inp, run_dir, pins, len(gpus), probe_spec=probe, pool=True) as session:
         store = session.store
         targets = early or _targets(inp, args, run_dir, store, catalog)
         for name, grid, atoms in targets:
-            from envmatrix.config.resolve import check_grids_fit
-
-            check_grids_fit([grid], inp.backend, len(gpus), int(inp.config.get("max_local_ranks", 16)), session.launcher)
+            if not early:
+                check_grids_fit([grid], inp.backend, len(gpus), max_local_ranks, session.launcher)
             ctx = ProbeContext(session.under(sweep_id=f"bisect-{name}-{grid.label}"), grid, args.rerun)
 
             if not early:
@@ -273,7 +278,7 @@ def _check_backend(inp: Any, args: argparse.Namespace, atoms: list) -> None:
         return
     from envmatrix.catalog.backends import check_varied
 
-    warning = check_varied(inp.backend, atoms, "bisect", probe=inp.probe.name)
+    warning = check_varied(inp.backend, atoms, "bisect", allow=args.allow_ignored_vars, probe=inp.probe.name)
     if warning:
         print(warning, file=sys.stderr)
 
