@@ -7,6 +7,7 @@ Each row runs the real CLI as a subprocess in a fresh directory that already hol
 
 from __future__ import annotations
 
+import re
 import os
 import subprocess
 import sys
@@ -106,6 +107,7 @@ CASES = [
     Case("env-pin-override", ("bisect", "--grid", "1x2", "--env-file", "{file:e.env}", "--out", "{out}"), "safety pin",
          {"e.env": "export NCCL_NVLS_ENABLE=1\n"}, env={"NCCL_NVLS_ENABLE": "0"}),
     envfile("env-bad-grid", "export NCCL_ALGO=Ring\n", "2y2", "--grid", "2y2"),
+    envfile("env-only-nccl-on-gloo", "export NCCL_ALGO=Ring\n", "reads none of the variables this bisect varies", "backend=gloo"),
     # --grid beyond this host while the config's own grids fit: refused before the run directory exists
     envfile("env-grid-too-big", "export GLOO_SOCKET_IFNAME=lo\n", "8x8 starts 64 gloo ranks", "--grid", "8x8", "grids=[1x2]"),
     Case("env-missing", ("bisect", "--grid", "1x2", "--env-file", "{tmp}/none.env", "--out", "{out}"), "cannot read"),
@@ -242,3 +244,19 @@ def test_bad_input(case, outcomes):
     assert case.expect in lines[0], lines[0]
     assert _snapshot(tmp) == snapshots[case.id], "bad input changed or wrote files"
     assert not (tmp / PWNED).exists()
+
+
+def _options_of(command: str) -> set[str]:
+    from envmatrix.cli import build_parser
+
+    parser = build_parser()
+    sub = next(a for a in parser._subparsers._group_actions if a.choices)  # noqa: SLF001 - argparse has no public walk
+    return {opt for action in sub.choices[command]._actions for opt in action.option_strings}  # noqa: SLF001
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_a_flag_the_message_suggests_is_one_the_command_accepts(case, outcomes):
+    results, _ = outcomes
+    _, proc, _ = results[case.id]
+    named = set(re.findall(r"(?<![\w-])--[a-z][a-z-]+", proc.stderr))
+    assert named <= _options_of(case.argv[0]) | {"--help", "--debug"}, proc.stderr
