@@ -165,6 +165,10 @@ def test_stall_and_topology_params_are_checked():
     assert probe.spec({"async_op": True}).params["async_op"] is True
     with pytest.raises(ConfigError, match="^probe.async_op: 1 not allowed; allowed: true, false$"):
         probe.spec({"async_op": 1})
+    assert probe.spec({}).params["teardown"] == "destroy"  # a destroy that hangs or fails is seen by default
+    assert probe.spec({"teardown": "exit"}).params["teardown"] == "exit"
+    with pytest.raises(ConfigError, match="^probe.teardown: 'skip' not allowed; allowed: destroy, exit$"):
+        probe.spec({"teardown": "skip"})
 
 
 BLOCKED_IN_INIT = BLOCKED_IN_ALLREDUCE.replace("line 2806 in all_reduce", "line 1710 in init_process_group")

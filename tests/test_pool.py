@@ -68,6 +68,22 @@ def test_pooled_children_take_the_runs_env_and_servers_are_reused(tmp_path):
     assert_no_processes(marker)
 
 
+@pytest.mark.parametrize("teardown", ["destroy", "exit"])
+def test_teardown_exit_ends_pooled_ranks_without_destroying_the_group(tmp_path, teardown):
+    marker = f"pool-teardown-{teardown}-" + tmp_path.name
+    probe = json.dumps({"timeout_s": 60, "collectives": ["allreduce", "allgather"], "teardown": teardown})
+    with WarmPool({**os.environ}) as pool:
+        port = free_port()
+        specs = [_rank_spec(tmp_path, r, 2, port, marker, ENVMATRIX_PROBE=probe) for r in range(2)]
+        outs = pool.run_group(specs, timeout_s=120)
+        assert [o.exit_code for o in outs] == [0, 0], [(tmp_path / f"rank{r}.log").read_text() for r in range(2)]
+        for r in range(2):
+            rep = _report(tmp_path, r)
+            assert rep["outcome"] == "pass" and rep["versions"]["start"] == "pooled"
+            assert ("teardown_s" in rep["timings"]) == (teardown == "destroy"), rep["timings"]
+    assert_no_processes(marker)
+
+
 def test_loader_change_starts_cold_and_says_so(tmp_path):
     marker = "pool-cold-" + tmp_path.name
     with WarmPool({**os.environ}) as pool:
