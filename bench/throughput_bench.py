@@ -6,6 +6,7 @@ start, pool warm-up included); per-config wall is each run's own duration
 (envmatrix: results.json duration_s; naive: the mpirun call).
 --grid takes a comma list (1x2,1x1): every round then runs every grid's sides
 in turn, so the grids are interleaved too. The summary states the config count.
+Sides: pool, pool_exit (pool + probe.teardown=exit), no_pool, naive.
 usage: python bench/throughput_bench.py --conf C --grid 1x2[,1x1] --backend gloo --rounds 2 --out DIR [--sides pool,no_pool,naive] [--jobs auto]
 """
 
@@ -30,6 +31,8 @@ def envmatrix_side(args, grid: str, side: str, rnd: int) -> dict:
         argv.append("--allow-ignored-vars")
     if side == "no_pool":
         argv.append("--no-pool")
+    if side == "pool_exit":  # the pool, ranks exiting without destroy_process_group (probe.teardown=exit)
+        argv.append("probe.teardown=exit")
     if args.jobs:
         argv += ["--jobs", args.jobs]
     t0 = time.perf_counter()
