@@ -111,6 +111,16 @@ def _first(env: Mapping[str, str], names: Iterable[str]) -> tuple[Optional[str],
     return None, None
 
 
+def any_rank(env: Mapping[str, str]) -> Optional[int]:
+    """The rank from the first family whose rank variable is set, even without its world size (a rank's
+    result file still needs a name when the identity is incomplete)."""
+    for names in LAUNCHER_RANK_VARS.values():
+        _, value = _first(env, names[0])
+        if value is not None:
+            return int(value)
+    return None
+
+
 def read_launcher_identity(env: Mapping[str, str], families: Iterable[str]) -> Optional[LauncherIdentity]:
     """The identity given by the first of ``families`` whose rank and world variables are set, or None."""
     for family in families:

@@ -42,6 +42,7 @@ def test_bench_bad_flags_are_one_line_errors(cli, tmp_path):
         (["--env", "NCCL_ALGO"], "KEY=VALUE"),
         (["--env", "NCCL_ALGO=Rung"], "'Rung'"),
         (["--grid", "9x9"], "9x9"),
+        (["--grid", "1x20"], "allowed at most 16 (raise max_local_ranks=N"),  # the config's bound, as in sweep
         (["--timing", "graph"], "needs CUDA"),
     ):
         done = cli.run("bench", "backend=gloo", *args, "--out", str(tmp_path / "o"))

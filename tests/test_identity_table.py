@@ -57,3 +57,12 @@ def test_rank_side_reads_torch_distributed_first_the_shim_its_launchers_own_fami
 def test_no_or_empty_variables_give_no_identity_on_either_side():
     for env in ({}, {"RANK": "", "WORLD_SIZE": ""}, {"SLURM_PROCID": "1"}):
         assert rank_identity(env) is None and launcher_identity(env) is None
+
+
+@pytest.mark.parametrize("family", list(LAUNCHER_RANK_VARS))
+def test_a_rank_variable_without_its_world_still_names_the_rank(family):
+    from envmatrix.boundary import any_rank
+
+    rank_name = LAUNCHER_RANK_VARS[family][0][0]
+    assert rank_identity({rank_name: "3"}) is None and any_rank({rank_name: "3"}) == 3
+    assert any_rank({}) is None

@@ -39,7 +39,7 @@ def prepare_bench(inp: SweepInput, args: Any, gpus: int) -> SweepInput:
     load_catalog().validate_setup(setup, where="bench", allow_unknown=args.allow_unknown_vars)
     check_pins([setup], caller_pins(), "bench")
     grid = parse_grid(args.grid, "--grid") if args.grid else (inp.grids[0] if inp.grids else auto_grids(gpus)[0])
-    check_grids_fit([grid], inp.backend, gpus, 64, inp.make_launcher())
+    check_grids_fit([grid], inp.backend, gpus, int(inp.config.get("max_local_ranks", 16)), inp.make_launcher())
     bench = {
         "collectives": [c.strip() for c in args.collectives.split(",") if c.strip()],
         "min_bytes": args.min_bytes,

@@ -10,7 +10,7 @@ import time
 from array import array
 from typing import Mapping, Optional
 
-from envmatrix.boundary import RESULT_DIR_VAR, echoed_env
+from envmatrix.boundary import RESULT_DIR_VAR, any_rank, echoed_env
 from envmatrix.rank.identity import rank_identity
 from envmatrix.rank.main import Reporter, _fail
 
@@ -47,7 +47,7 @@ def placement_problem(hosts: list[str], env: Mapping[str, str]) -> Optional[str]
 def main() -> int:
     spec = json.loads(os.environ.get("ENVMATRIX_PROBE", "{}"))
     launcher = rank_identity(os.environ)
-    rank = launcher[0] if launcher else int(os.environ.get("OMPI_COMM_WORLD_RANK", os.environ.get("PMI_RANK", 0)))
+    rank = launcher[0] if launcher else (any_rank(os.environ) or 0)
     reporter = Reporter(os.environ.get(RESULT_DIR_VAR, "."), rank)
     reporter.data.update(env=echoed_env(os.environ), device=f"cpu ({socket.gethostname()})")
     started = time.perf_counter()
