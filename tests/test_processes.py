@@ -144,3 +144,33 @@ def test_the_kill_reaches_children_in_sessions_of_their_own(tmp_path):
     _killpg(parent.pid)
     parent.wait(timeout=10)
     assert_no_processes(marker, wait_s=5)
+
+
+def test_ctrl_c_while_a_rank_is_being_started_still_kills_it_and_its_children(tmp_path):
+    # CI run 19: SIGINT landed while Popen of rank 1 waited for its exec; the rank was started but never recorded,
+    # so the cleanup did not kill its group, and its grandchild outlived the sweep. The start below is the real
+    # Popen; the interrupt is sent from inside it, once the rank's grandchild exists.
+    import signal
+
+    import pytest
+
+    from envmatrix.execution.processes import popen_spec
+
+    marker = "ctrl-c-in-start-" + tmp_path.name
+    ready = tmp_path / "ready"
+    code = (f"import subprocess, time; subprocess.Popen(['sleep', '300']); open({str(ready)!r}, 'w').close(); "
+            "time.sleep(300)")
+
+    def start_then_ctrl_c(spec, log):
+        proc = popen_spec(spec, log)
+        deadline = time.time() + 60
+        while not ready.exists() and time.time() < deadline:
+            time.sleep(0.02)
+        os.kill(os.getpid(), signal.SIGINT)  # pytest's own handler raises KeyboardInterrupt
+        time.sleep(0.5)  # where the interrupt lands without the deferral: inside the start
+        return proc
+
+    with pytest.raises(KeyboardInterrupt):
+        run_group([_spec(tmp_path, code, "rank0", marker)], timeout_s=60, start=start_then_ctrl_c)
+    assert ready.exists()
+    assert_no_processes(marker, wait_s=5)

@@ -7,11 +7,13 @@ with SIGKILL does not leave ranks running. Always ``shell=False``.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Mapping, Optional, Sequence
@@ -167,6 +169,24 @@ def children_of(pids: Sequence[int]) -> list[int]:
     return [pid for pid, fields in _proc_stats() if len(fields) > 1 and int(fields[1]) in wanted]  # field 4: ppid
 
 
+@contextlib.contextmanager
+def deferred_interrupt() -> Iterator[None]:
+    """Ctrl-C waits until the block is done: a process whose start (or reap) it interrupted would be known to
+    nobody, and no cleanup would kill its group (CI run 19: a rank interrupted inside Popen outlived the sweep and
+    left its grandchild). The signal is sent again afterwards, to whatever handler is installed then."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # Python delivers SIGINT to the main thread only
+        return
+    caught: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, _frame: caught.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous if previous is not None else signal.SIG_DFL)
+        if caught:
+            os.kill(os.getpid(), signal.SIGINT)
+
+
 def run_group(
     specs: Sequence[ProcessSpec],
     timeout_s: float,
@@ -193,17 +213,18 @@ def run_group(
                 raise TypeError("argv must be a sequence, never a shell string")
             log = open(spec.log_path, "ab", buffering=0)
             log_files.append(log)
-            try:
-                proc = (start or popen_spec)(spec, log)
-            except (OSError, ValueError) as exc:
-                procs.append(None)
-                outcomes.append(
-                    ProcessOutcome(spec.label, None, None, None, None, time.time(), launch_error=f"{type(exc).__name__}: {exc}")
-                )
-                log.write(f"envmatrix: could not start {spec.argv[0]!r}: {exc}\n".encode())
-                continue
-            procs.append(proc)
-            outcomes.append(None)
+            with deferred_interrupt():  # started and recorded, or not started: never started and unknown
+                try:
+                    proc = (start or popen_spec)(spec, log)
+                except (OSError, ValueError) as exc:
+                    procs.append(None)
+                    outcomes.append(
+                        ProcessOutcome(spec.label, None, None, None, None, time.time(), launch_error=f"{type(exc).__name__}: {exc}")
+                    )
+                    log.write(f"envmatrix: could not start {spec.argv[0]!r}: {exc}\n".encode())
+                    continue
+                procs.append(proc)
+                outcomes.append(None)
 
         deadline = time.monotonic() + timeout_s
         peer_deadline: Optional[float] = None
@@ -214,10 +235,11 @@ def run_group(
             for i, proc in enumerate(procs):
                 if outcomes[i] is not None or proc is None:
                     continue
-                rc = proc.poll()
-                if rc is None:
-                    continue
-                _killpg(proc.pid)  # grandchildren left in the group
+                with deferred_interrupt():  # reaped means its group was killed too (the cleanup skips reaped ones)
+                    rc = proc.poll()
+                    if rc is None:
+                        continue
+                    _killpg(proc.pid)  # grandchildren left in the group
                 outcomes[i] = ProcessOutcome(specs[i].label, proc.pid, rc if rc >= 0 else None, _signal_name(rc), None, time.time())
                 if rc != 0 and peer_deadline is None:
                     peer_deadline = now + grace_s
