@@ -1,38 +1,42 @@
 #!/usr/bin/env bash
-# Issue 20 on the 2xH200 box, ~3-5 min (run it with timeout 600): host bisect names the GPU made slow by a competing compute load.
-# Four emulated hosts, two per GPU: gpuhostA0 and gpuhostA1 on GPU 0, gpuhostB0 and gpuhostB1 on GPU 1, reached
-# by the box's real mpirun through a plm_rsh_agent that gives each its own hostname (unshare --uts, as the CPU
-# namespace test bed does) and its own CUDA_VISIBLE_DEVICES. Four, not two: with one host per GPU a slow pair
-# cannot tell which of its two GPUs is slow (a one-rank run has no bus bandwidth to judge); with two per GPU
-# the pair of hosts on the same good GPU passes and becomes the known-good anchor. NCCL sees four hosts (their
-# hostnames differ): NET transport over sockets (NCCL_IB_DISABLE=1), no P2P/NVLink between the emulated hosts.
+# Issue 20 on the 2xH200 box, ~2 min (run it with timeout 400): host bisect names the GPU made slow by a competing compute load.
+# Two emulated hosts, one per GPU: gpuhostA on GPU 0, gpuhostB on GPU 1, reached by the box's real mpirun through a
+# plm_rsh_agent that gives each its own hostname (unshare --uts, as the CPU namespace test bed does) and its own
+# CUDA_VISIBLE_DEVICES. NCCL sees two hosts (their hostnames differ): NET transport over sockets (NCCL_IB_DISABLE=1).
+# Why this shape (earlier records on this box, bench/host_bisect_costs.md): four hosts, two per GPU, cannot work:
+# two ranks of one GPU in two processes time-slice that GPU, so a same-GPU pair is 25x slower than a cross-GPU
+# pair with no load at all and no per-grid floor fits both. With one host per GPU the pair says "slow" and the
+# host bisect's next round runs each host alone (1x1): a one-rank allreduce has no bus bandwidth, but its time
+# does show a GPU shared with a compute load (each operation waits for the GPU's time slice), so 1x1 gets a time
+# ceiling and 2x1 a busbw floor.
 # Steps:
-#   1. calibrate, no load: a host bisect without floors (its pairs span the two GPUs, then all four run together)
-#      and a 2x1 sweep on A0+A1 (one GPU); floors per grid (2x1, 4x1) = 0.5x the lowest busbw measured (a sweep
-#      grid must fit the driver's 2 GPUs, so 4x1 is measured through the bisect's own round);
-#   2. control: `envmatrix bisect --hosts` against that floor, no load (want exit 0, `exclude: ` empty);
+#   1. calibrate, no load: a host bisect without thresholds (its one pair, 2x1) and a 1x1 sweep on each host;
+#      2x1 floor = 0.7x the lowest busbw, 1x1 ceiling = 3x the highest time (the loaded pair measured 0.4x);
+#   2. control: `envmatrix bisect --hosts` against those, no load (want exit 0, `exclude: ` empty);
 #   3. loaded: the same with a bf16 matmul loop on GPU 1 for the whole command (a separate process, started and
-#      killed here) (want exit 1, `exclude: gpuhostB0,gpuhostB1`: the two hosts of GPU 1, those of GPU 0 ok; as the
-#      planner runs on a simulated cluster with that fault: 4 rounds, 10 runs: the pairs A0+B1 and A1+B0 slow,
-#      each host alone (no 1x1 floor: ok), A0+B0 and A1+B1 slow, A0+A1 ok and B0+B1 slow).
+#      killed here) (want exit 1, `exclude: gpuhostB`; as the planner runs with that fault: 2 rounds, 3 runs: the
+#      pair slow, then gpuhostA alone ok and gpuhostB alone slow).
+# mpirun binds each rank to one core by default with 2 ranks; NCCL's proxy and socket threads then share it (36 ms
+# per 256 KiB allreduce between two emulated hosts): the confs pass --bind-to none, as a real host's many cores allow.
 # The box exports OMPI_MCA_plm=isolated (mpirun may start ranks on this node only: every other --host is "already
 # filled"); the confs pass --mca plm rsh so the agent starts each emulated host's daemon.
 # Every process, the load included, has NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1.
 # Outputs: console.log and a tarball of the run directories in $OUT.
-# Run from the repo root: bash bench/h200x2_host_bisect.sh
+# Run from the repo root: bash bench/h200x2_host_bisect.sh     (SIZE/ITERS/WARMUP/FLOOR/CEILING from the environment)
 # CPU rehearsal (gloo, no GPU, no load: checks the agent, configs, calibration and parsing; needs root, unshare,
 # mpirun): REHEARSAL=1 OUT=/tmp/x bash bench/h200x2_host_bisect.sh
-# One-GPU rehearsal on real NCCL (all four hosts on GPU 0, no load: checks that NCCL runs two emulated hosts on
-# one GPU through the box's mpirun and agent): ONE_GPU=1 bash bench/h200x2_host_bisect.sh
+# One-GPU rehearsal on real NCCL (both hosts on GPU 0, no load): ONE_GPU=1 bash bench/h200x2_host_bisect.sh
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 if [ "${REHEARSAL:-0}" = 1 ]; then
   BACKEND=gloo SIZE=1M ITERS=3 WARMUP=1 PY=${PY:-python3}
   export PYTHONUNBUFFERED=1 PYTHONPATH=${PYTHONPATH:-$PWD}
 else
-  BACKEND=nccl SIZE=32M ITERS=10 WARMUP=3 PY=python3
+  # 256K, not 32M: a small collective waits a whole time slice of the GPU the load shares
+  BACKEND=nccl SIZE=${SIZE:-256K} ITERS=${ITERS:-30} WARMUP=${WARMUP:-5} PY=python3
   source bench/box_env.sh
 fi
+FLOOR=${FLOOR:-0.7} CEILING=${CEILING:-3}
 W="$OUT/h200x2_host_bisect"
 mkdir -p "$W"
 BURN_PID=
@@ -46,8 +50,8 @@ cat > "$W/agent.sh" <<'SH'
 #!/bin/sh
 host=$1; shift
 case "$host" in
-  gpuhostA0|gpuhostA1) gpu=0 ;;
-  gpuhostB0|gpuhostB1) gpu=__GPU_B__ ;;
+  gpuhostA) gpu=0 ;;
+  gpuhostB) gpu=__GPU_B__ ;;
   *) echo "h200x2 agent: unknown host $host" >&2; exit 255 ;;
 esac
 export CUDA_VISIBLE_DEVICES=$gpu NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -55,7 +59,7 @@ exec unshare --uts sh -c "hostname $host; $*"
 SH
 sed -i "s/__GPU_B__/$([ "${ONE_GPU:-0}" = 1 ] && echo 0 || echo 1)/" "$W/agent.sh"
 chmod +x "$W/agent.sh"
-HOSTS="gpuhostA0 gpuhostA1 gpuhostB0 gpuhostB1"
+HOSTS="gpuhostA gpuhostB"
 i=10; for h in $HOSTS; do echo "127.0.1.$i $h" >> /etc/hosts; i=$((i + 1)); done
 printf '%s slots=1\n' $HOSTS > "$W/hosts.txt"
 
@@ -65,7 +69,8 @@ import json, sys
 path, backend, size, iters, warmup, agent, hosts, grid, expect = sys.argv[1:]
 setup = {"NCCL_IB_DISABLE": "1"} if backend == "nccl" else {}
 conf = {"name": "h200x2_host_bisect", "backend": backend, "launcher": "mpirun", "hosts": hosts.split(","),
-        "launcher_opts": {"mpirun": {"extra_args": ["--mca", "plm", "rsh", "--mca", "plm_rsh_agent", agent]}}, "setups": {"base": setup},
+        "launcher_opts": {"mpirun": {"extra_args": ["--mca", "plm", "rsh", "--mca", "plm_rsh_agent", agent,
+                                                  "--bind-to", "none"]}}, "setups": {"base": setup},
         "grids": [grid],
         "probe": {"timeout_s": 120, "bench": {"collectives": ["allreduce"], "min_bytes": size, "max_bytes": size,
                                               "iters": int(iters), "warmup": int(warmup)}}}
@@ -78,32 +83,39 @@ PY
 {
   nvidia-smi --query-gpu=index,name,memory.total --format=csv,noheader 2>/dev/null || echo "no nvidia-smi (rehearsal)"
   mpirun --version | head -1
-  echo "== 1. calibrate, no load: bisect --hosts without floors (pairs across the GPUs 2x1, then all four 4x1) and a"
-  echo "   2x1 sweep on A0+A1 (one GPU); the floors are 0.5x the lowest busbw measured per grid"
+  echo "== 1. calibrate, no load: bisect --hosts without thresholds (the pair, 2x1) and a 1x1 sweep on each host;"
+  echo "   2x1 floor = ${FLOOR}x the lowest busbw, 1x1 ceiling = ${CEILING}x the highest time"
   conf "$W/plain.yaml" "${HOSTS// /,}" 2x1
-  conf "$W/cal_one.yaml" gpuhostA0,gpuhostA1 2x1
-  time "$PY" -m envmatrix bisect --hosts "$W/hosts.txt" conf="$W/plain.yaml" --grid 1x1 --out "$W/cal_hosts"; echo "exit $?"
-  time "$PY" -m envmatrix sweep conf="$W/cal_one.yaml" --out "$W/cal_one"; echo "exit $?"
-  EXPECT=$("$PY" - "$SIZE" "$W/cal_hosts" "$W/cal_one" <<'PY'
-import json, sys
+  time "$PY" -m envmatrix bisect --hosts "$W/hosts.txt" conf="$W/plain.yaml" --grid 1x1 --out "$W/cal_pair"; echo "exit $?"
+  for h in $HOSTS; do
+    conf "$W/cal_$h.yaml" "$h" 1x1
+    time "$PY" -m envmatrix sweep conf="$W/cal_$h.yaml" --out "$W/cal_$h"; echo "exit $?"
+  done
+  EXPECT=$("$PY" - "$SIZE" "$FLOOR" "$CEILING" "$W/cal_pair" "$W"/cal_gpuhost* <<'PY'
+import json, os, sys
 from envmatrix.bench.sizes import parse_size
 from envmatrix.reporting.html_model import load_results
 from envmatrix.reporting.thresholds import measured_points
-size, got = parse_size(sys.argv[1]), {}
-import os
-for run_dir in (d for d in sys.argv[2:] if os.path.isdir(d)):  # the 2x1 sweep is refused on a one-GPU box
+size_text, floor, ceiling = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
+size, got = parse_size(size_text), {}
+for run_dir in (d for d in sys.argv[4:] if os.path.isdir(d)):
     for r in load_results(run_dir, "calibration"):
-        got.setdefault(r.grid, []).extend(v for (c, s, m), v in measured_points(r).items()
-                                          if (c, s, m) == ("allreduce", size, "busbw_gbps"))
-print(f"calibrated allreduce {sys.argv[1]} busbw GB/s per grid: {got}", file=sys.stderr)
-print(json.dumps({grid: {"allreduce": {sys.argv[1]: {"busbw_gbps": round(0.5 * min(v), 6)}}} for grid, v in got.items() if v}))
+        for (c, s, m), v in measured_points(r).items():
+            if (c, s) == ("allreduce", size) and m == ("busbw_gbps" if r.grid != "1x1" else "time_us"):
+                got.setdefault((r.grid, m), []).append(v)
+print(f"calibrated allreduce {size_text} per grid: {got}", file=sys.stderr)
+expect = {}
+for (grid, metric), values in got.items():
+    bound = floor * min(values) if metric == "busbw_gbps" else ceiling * max(values)
+    expect[grid] = {"allreduce": {size_text: {metric: round(bound, 6)}}}
+print(json.dumps(expect))
 PY
   )
   echo "thresholds: $EXPECT"
   conf "$W/expect.yaml" "${HOSTS// /,}" 2x1 "$EXPECT"
   echo "== 2. control: bisect --hosts, no load (want exit 0, exclude: empty)"
   time "$PY" -m envmatrix bisect --hosts "$W/hosts.txt" conf="$W/expect.yaml" --grid 1x1 --out "$W/control"; echo "exit $?"
-  echo "== 3. loaded: a matmul loop on GPU 1 (gpuhostB0, gpuhostB1) for the whole bisect (want exit 1, exclude: gpuhostB0,gpuhostB1)"
+  echo "== 3. loaded: a matmul loop on GPU 1 (gpuhostB) for the whole bisect (want exit 1, exclude: gpuhostB)"
   if [ "${REHEARSAL:-0}" = 1 ] || [ "${ONE_GPU:-0}" = 1 ]; then
     echo "(rehearsal: no GPU load; want exit 0 again)"
   else
