@@ -33,6 +33,17 @@ def test_real_nodes_golden_uses_ppr_and_hosts():
     check_golden("mpirun_2x2_hosts", plan_record(plan))
 
 
+def test_real_nodes_unbind_ranks_unless_the_user_binds():
+    # OpenMPI's default for np <= 2 pins a rank and NCCL's proxy/socket threads to one core (a host bisect's pairs)
+    argv = _run(Grid(2, 1), options={"hosts": ["node01", "node02"]}).processes[0].argv
+    assert argv[argv.index("--bind-to") + 1] == "none"
+    for user in (["--bind-to", "numa"], ["--bind-to=core"], ["-bind-to", "socket"]):
+        argv = _run(Grid(2, 1), options={"hosts": ["node01", "node02"], "extra_args": user}).processes[0].argv
+        assert [a for a in argv if a.lstrip("-").startswith("bind-to")] == [user[0]] and "none" not in argv
+    argv = _run(Grid(2, 1), options={"hosts": ["node01", "node02"], "hostfile": "/h/hosts"}).processes[0].argv
+    assert argv[argv.index("--bind-to") + 1] == "none"
+
+
 def test_emulated_nodes_oversubscribe_on_one_host():
     argv = _run(Grid(2, 2), as_root=False).processes[0].argv
     assert argv[:3] == ("mpirun", "-np", "4") and "--oversubscribe" in argv and "--allow-run-as-root" not in argv

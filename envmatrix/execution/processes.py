@@ -173,7 +173,7 @@ def children_of(pids: Sequence[int]) -> list[int]:
 def deferred_interrupt() -> Iterator[None]:
     """Ctrl-C waits until the block is done: a process whose start (or reap) it interrupted would be known to
     nobody, and no cleanup would kill its group (CI run 19: a rank interrupted inside Popen outlived the sweep and
-    left its grandchild). The signal is sent again afterwards, to whatever handler is installed then."""
+    left its grandchild). Afterwards the handler that was installed before gets the signal."""
     if threading.current_thread() is not threading.main_thread():
         yield  # Python delivers SIGINT to the main thread only
         return
@@ -184,7 +184,17 @@ def deferred_interrupt() -> Iterator[None]:
     finally:
         signal.signal(signal.SIGINT, previous if previous is not None else signal.SIG_DFL)
         if caught:
-            os.kill(os.getpid(), signal.SIGINT)
+            _deliver_sigint(previous)
+
+
+def _deliver_sigint(handler: Any) -> None:
+    # A Python handler is called here, synchronously: a re-sent signal is handled at some later bytecode, which
+    # may be inside a finalizer, where CPython prints and drops the KeyboardInterrupt (CI run 23: the Ctrl-C
+    # deferred during a rank's start was lost and the run went on to its timeout).
+    if callable(handler):
+        handler(signal.SIGINT, None)
+    elif handler != signal.SIG_IGN:
+        os.kill(os.getpid(), signal.SIGINT)
 
 
 def run_group(

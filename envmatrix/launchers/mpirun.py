@@ -1,6 +1,7 @@
 """OpenMPI ``mpirun``: one launcher process for all ranks; the env travels with ``-x NAME=VALUE``.
 
-Real nodes: ``--host h1:P,h2:P --map-by ppr:P:node``. One host (CI, a single
+Real nodes: ``--host h1:P,h2:P --map-by ppr:P:node --bind-to none`` (the user's own ``--bind-to`` in
+extra_args wins). One host (CI, a single
 node): every rank on this host with ``--oversubscribe --bind-to none``, nodes
 emulated by the shim with a per-node NCCL_HOSTID. ``--allow-run-as-root`` only
 when running as root. Values go into argv literally (never through a shell).
@@ -8,7 +9,7 @@ when running as root. Values go into argv literally (never through a shell).
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from envmatrix.launchers.base import LaunchContext, register
 from envmatrix.launchers.shim import Layout, ShimLauncher
@@ -31,9 +32,18 @@ class MpirunLauncher(ShimLauncher):
             argv += ["--hostfile", str(opts["hostfile"]), "--map-by", f"ppr:{grid.ppn}:node"]
         else:
             argv += ["--host", ",".join(f"{h}:{grid.ppn}" for h in layout.hosts), "--map-by", f"ppr:{grid.ppn}:node"]
+        if not layout.emulated and not _binds(opts["extra_args"]):
+            # OpenMPI binds each rank to one core when np <= 2 (a host bisect's pairs): NCCL's proxy and socket
+            # threads then share that core; measured on the H200 box, a 2x1 NET/Socket pair ran at 1/200 of its
+            # unbound busbw and every pair looked slow
+            argv += ["--bind-to", "none"]
         if self.as_root:
             argv.append("--allow-run-as-root")
         for name, value in deliver.items():
             argv += ["-x", f"{name}={value}"]
         argv += opts["extra_args"]
         return (*argv, *self.rank_command(ctx))
+
+
+def _binds(extra_args: Sequence[str]) -> bool:
+    return any(str(a).lstrip("-").split("=", 1)[0] == "bind-to" for a in extra_args)
