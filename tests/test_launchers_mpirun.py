@@ -42,6 +42,8 @@ def test_real_nodes_unbind_ranks_unless_the_user_binds():
         assert [a for a in argv if a.lstrip("-").startswith("bind-to")] == [user[0]] and "none" not in argv
     argv = _run(Grid(2, 1), options={"hosts": ["node01", "node02"], "hostfile": "/h/hosts"}).processes[0].argv
     assert argv[argv.index("--bind-to") + 1] == "none"
+    emulated = _run(Grid(2, 1), options={"extra_args": ["--bind-to", "numa"]}).processes[0].argv
+    assert [a for a in emulated if a == "--bind-to"] == ["--bind-to"] and "none" not in emulated
 
 
 def test_emulated_nodes_oversubscribe_on_one_host():
