@@ -44,7 +44,7 @@ def envmatrix_samples(pattern: str) -> tuple[Samples, set[str]]:
             for collective, size, time_us, busbw, row_json in db.execute("SELECT collective, size_bytes, time_us, busbw_gbps, row_json FROM metrics"):
                 found.setdefault((collective, size), []).append((time_us, busbw))
                 row = json.loads(row_json)
-                timings.add("/".join(str(row.get(k) or "unrecorded") for k in ("timing", "launch", "buffers")))
+                timings.add("/".join(str(row.get(k) or "unrecorded") for k in ("timing", "launch", "buffers", "capture")))
     return found, timings
 
 
@@ -104,4 +104,4 @@ if __name__ == "__main__":
     ours, timings = measured_samples(ours_glob)
     text, passes, misses = table(grid, ours, nccl_tests_samples(theirs_glob), mode)
     print(text)
-    print(f"\n{mode or 'all'}: {passes} pass, {misses} miss (measured side's timing/launch/buffers: {', '.join(sorted(timings)) or 'none'})")
+    print(f"\n{mode or 'all'}: {passes} pass, {misses} miss (measured side's timing/launch/buffers/capture: {', '.join(sorted(timings)) or 'none'})")

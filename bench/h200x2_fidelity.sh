@@ -2,7 +2,7 @@
 # Issue 16: envmatrix bench vs nccl-tests on 1x2 H200, same NCCL library, interleaved repeats, one device call.
 # Usage (repo root on the box, carry .nt and .whl; nccl-tests source in ./.nt/nccl-tests, never committed):
 #   bash bench/h200x2_fidelity.sh            builds nccl-tests twice (MPI=0, MPI=1) unless already built, then
-#                                            AR/AG/RS/A2A/bcast, 8 B - 1 GiB -f 8, 2 repeats  (~6-7 min in all)
+#                                            AR/AG/RS/A2A/bcast, 8 B - 1 GiB -f 8, 2 repeats (REPEATS=N: N)  (~2.5 min + 1 min per repeat)
 #   QUICK=1 bash bench/h200x2_fidelity.sh    allreduce 8 B - 64 MiB, 1 repeat (< 2 min after the builds)
 # The fair reference is one process per GPU, as envmatrix runs: nccl-tests built with MPI=1 and run as
 # `mpirun -np 2 ... -g 1` (default and -G 1). The single-process `-g 2` build (MPI=0) is measured beside it,
@@ -25,7 +25,7 @@ export LD_LIBRARY_PATH=$nccl_home/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 if [ "${QUICK:-0}" = 1 ]; then
   colls=(allreduce) max=64M repeats=1
 else
-  colls=(allreduce allgather reduce_scatter alltoall broadcast) max=1G repeats=2
+  colls=(allreduce allgather reduce_scatter alltoall broadcast) max=1G repeats=${REPEATS:-2}
 fi
 declare -A binary=([allreduce]=all_reduce_perf [allgather]=all_gather_perf [reduce_scatter]=reduce_scatter_perf
                    [alltoall]=alltoall_perf [broadcast]=broadcast_perf)

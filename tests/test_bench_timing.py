@@ -84,3 +84,41 @@ def test_direct_buffers_are_the_first_bytes_of_one_arena_per_direction_like_nccl
 
     old_lib = type("NoMemAlloc", (), {"lib": object(), "torch": torch, "device": torch.device("cpu")})()
     assert arena(old_lib, 1 << 20) is None  # a libnccl before 2.19 has no ncclMemAlloc: torch's buffers, not an error
+
+
+def test_graph_capture_binds_only_a_library_this_process_mapped():
+    import torch  # noqa: F401  (maps torch's libraries, as in a rank)
+
+    from envmatrix.rank.cuda_graph import runtime_graphs
+    from envmatrix.rank.nccl_direct import mapped_library
+
+    libc = mapped_library("/libc.so")
+    assert libc is not None and libc.startswith("/")
+    assert mapped_library("/libenvmatrix-not-a-library.so") is None
+    # a CPU torch maps no libcudart: graph rows fall back to torch.cuda.graph (capture: torch), never another cudart
+    expected_none = mapped_library("/libcudart.so") is None
+    assert (runtime_graphs() is None) == expected_none
+
+
+def test_bound_launch_binds_the_stream_last_and_names_the_nccl_error():
+    import ctypes
+
+    from envmatrix.rank.nccl_direct import BoundLaunch
+
+    calls = []
+
+    class Library:  # the libnccl boundary: records arguments, answers NCCL's codes
+        def ncclGetErrorString(self, rc):
+            return b"invalid argument"
+
+    direct = type("Direct", (), {"lib": Library(), "_stream": lambda self: "current-stream"})()
+    direct._fail = lambda rc, what: (_ for _ in ()).throw(RuntimeError(f"{what}: NCCL error {rc}: invalid argument"))
+    ok = BoundLaunch(direct, lambda *args: calls.append(args) or 0, "ncclAllReduce", ("send", "recv", 8))
+    ok()
+    assert calls[-1] == ("send", "recv", 8, "current-stream")
+    pinned = ok.on(ctypes.c_void_p(1234))
+    assert pinned() == 0 and calls[-1][:3] == ("send", "recv", 8) and calls[-1][3].value == 1234
+    bad = BoundLaunch(direct, lambda *args: 4, "ncclAllGather", ())
+    assert bad.on("s")() == 4
+    with pytest.raises(RuntimeError, match="ncclAllGather: NCCL error 4: invalid argument"):
+        bad()

@@ -42,6 +42,7 @@ def aggregate_rows(rank_rows: Iterable[dict[str, Any]], ranks: int) -> list[dict
                 "timing": rows[0].get("timing"),
                 "launch": rows[0].get("launch"),  # direct (into libnccl) or torch's call path
                 "buffers": rows[0].get("buffers"),  # ncclMemAlloc (as nccl-tests) or torch's allocator
+                "capture": rows[0].get("capture"),  # graph timing: cudart (as nccl-tests -G) or torch.cuda.graph
                 "source": "envmatrix",
             }
         )

@@ -8,6 +8,7 @@ integers, exact in every dtype offered, so the check is exact.
 
 from __future__ import annotations
 
+import ctypes
 import statistics
 import time
 import warnings
@@ -70,6 +71,8 @@ def build_allreduce(c: BenchContext, count: int):
             return []
         return [c.dist.all_reduce(buf, async_op=async_op)]
 
+    run.direct_launch = launch  # _timed_host binds it to its stream once
+
     def check():
         buf.copy_(c.pattern(count, c.rank))
         out.zero_() if out is not buf else None
@@ -92,6 +95,8 @@ def build_allgather(c: BenchContext, count: int):
             return []
         return [c.dist.all_gather_into_tensor(recv, send, async_op=async_op)]
 
+    run.direct_launch = launch  # _timed_host binds it to its stream once
+
     def check():
         recv.zero_()
         run()
@@ -112,6 +117,8 @@ def build_reduce_scatter(c: BenchContext, count: int):
             launch()
             return []
         return [c.dist.reduce_scatter_tensor(recv, send, async_op=async_op)]
+
+    run.direct_launch = launch  # _timed_host binds it to its stream once
 
     def check():
         recv.zero_()
@@ -138,6 +145,8 @@ def build_alltoall(c: BenchContext, count: int):
             return []
         return [c.dist.all_to_all_single(recv, send, async_op=async_op)]
 
+    run.direct_launch = launch  # _timed_host binds it to its stream once
+
     def check():
         recv.zero_()
         run()
@@ -157,6 +166,8 @@ def build_broadcast(c: BenchContext, count: int):
             launch()
             return []
         return [c.dist.broadcast(buf, 0, async_op=async_op)]
+
+    run.direct_launch = launch  # _timed_host binds it to its stream once
 
     def check():
         buf.copy_(c.pattern(count, c.rank))
@@ -300,20 +311,31 @@ def _launch_all(run: Callable[..., list], iters: int) -> None:
 def _timed_host(c: BenchContext, run: Callable[..., list], iters: int) -> float:
     """nccl-tests' default: host clock around ``iters`` back-to-back launches and one stream sync (us per op)."""
     _barrier(c)  # nccl-tests barriers before starting the clock: rank skew stays out of the window
-    if c.direct is not None:
-        c.direct.pinned = c.direct.current_stream()  # one stream lookup per window, not per launch
-    try:
-        t0 = time.perf_counter()
-        _launch_all(run, iters)
-        c.sync()
-        return (time.perf_counter() - t0) * 1e6 / iters
-    finally:
-        if c.direct is not None:
-            c.direct.pinned = None
+    direct = getattr(run, "direct_launch", None) if c.direct is not None else None
+    if direct is not None:
+        launch = direct.on(c.direct.current_stream())
+
+        def launches() -> None:
+            for _ in range(iters):
+                rc = launch()
+                if rc:
+                    direct.check(rc)
+    else:
+        def launches() -> None:
+            _launch_all(run, iters)
+    t0 = time.perf_counter()
+    launches()
+    c.sync()
+    return (time.perf_counter() - t0) * 1e6 / iters
 
 
-def _timed_graph(c: BenchContext, run: Callable[..., list], iters: int, launches: int = GRAPH_LAUNCHES) -> float:
-    """nccl-tests -G: ``iters`` launches captured into one CUDA graph, the graph launched ``launches`` times, host-timed."""
+def _timed_graph(c: BenchContext, run: Callable[..., list], iters: int, graphs: Any = None,
+                 launches: int = GRAPH_LAUNCHES) -> float:
+    """nccl-tests -G: ``iters`` launches captured into one CUDA graph, the graph launched ``launches`` times, host-timed.
+
+    ``graphs`` (rank/cuda_graph.py, direct launches only) captures and launches through the CUDA runtime as
+    nccl-tests does; without it torch.cuda.graph captures, whose replay costs more GPU time per operation.
+    """
     torch = c.torch
     side = torch.cuda.Stream(device=c.device)
     side.wait_stream(torch.cuda.current_stream(c.device))
@@ -321,25 +343,35 @@ def _timed_graph(c: BenchContext, run: Callable[..., list], iters: int, launches
         run()  # capture needs the collective already set up on a non-default stream
     torch.cuda.current_stream(c.device).wait_stream(side)
     c.sync()
-    graph = torch.cuda.CUDAGraph()
-    # thread_local: c10d's watchdog thread may query events while this thread captures
-    with torch.cuda.graph(graph, capture_error_mode="thread_local"):
-        if c.direct is not None:
-            c.direct.pinned = c.direct.current_stream()  # the capture stream
+    if graphs is not None:
+        c.direct.pinned = ctypes.c_void_p(side.cuda_stream)
         try:
-            for _ in range(iters):
-                run()
+            captured = graphs.capture(c.direct.pinned, lambda: [run() for _ in range(iters)])
         finally:
+            c.direct.pinned = None
+        replay, finish, release = captured.launch, captured.synchronize, captured.close
+    else:
+        graph = torch.cuda.CUDAGraph()
+        # thread_local: c10d's watchdog thread may query events while this thread captures
+        with torch.cuda.graph(graph, capture_error_mode="thread_local"):
             if c.direct is not None:
-                c.direct.pinned = None
-    _barrier(c)
-    t0 = time.perf_counter()
-    for _ in range(launches):
-        graph.replay()
-    c.sync()
-    elapsed = (time.perf_counter() - t0) * 1e6 / (iters * launches)
-    del graph
-    return elapsed
+                c.direct.pinned = c.direct.current_stream()  # the capture stream
+            try:
+                for _ in range(iters):
+                    run()
+            finally:
+                if c.direct is not None:
+                    c.direct.pinned = None
+        replay, finish, release = graph.replay, c.sync, (lambda: None)
+    try:
+        _barrier(c)
+        t0 = time.perf_counter()
+        for _ in range(launches):
+            replay()
+        finish()
+        return (time.perf_counter() - t0) * 1e6 / (iters * launches)
+    finally:
+        release()
 
 
 def _timed_hidden(c: BenchContext, run: Callable[..., list], iters: int) -> float:
@@ -368,7 +400,6 @@ def _timed_blocking(c: BenchContext, run: Callable[..., list], iters: int) -> li
 WINDOW_TIMERS: dict[str, Callable[[BenchContext, Callable[..., list], int], float]] = {
     "host": _timed_host,
     "host-torch": _timed_host,
-    "graph": _timed_graph,
     "device-hides-launch": _timed_hidden,
 }
 
@@ -428,12 +459,20 @@ def run_bench(
             _barrier(c)
             # builders without a direct path (reduce, p2p patterns) ignore c.direct
             launch = "direct" if (c.direct is not None and used in DIRECT_TIMINGS and spec.direct) else "torch"
+            capture = None
             if used == "blocking":
                 times = _timed_blocking(c, run, iters)
                 mean = sum(times) / len(times)
             else:
                 # one timed window, as nccl-tests: its mean is this rank's only sample
-                mean = WINDOW_TIMERS[used](c, run, iters)
+                if used == "graph":
+                    from envmatrix.rank.cuda_graph import runtime_graphs
+
+                    graphs = runtime_graphs() if launch == "direct" else None
+                    capture = "cudart" if graphs is not None else "torch"
+                    mean = _timed_graph(c, run, iters, graphs)
+                else:
+                    mean = WINDOW_TIMERS[used](c, run, iters)
                 times = [mean]
             wrong = verify() if check else None
             participant = name != "p2p" or c.rank in p2p_pair(c.world, c.ppn)
@@ -452,6 +491,7 @@ def run_bench(
                     "launch": launch,
                     # nccl-tests allocates with ncclMemAlloc: NCCL registers those buffers in graph capture
                     "buffers": "ncclMemAlloc" if launch == "direct" and c.arena is not None else "torch",
+                    "capture": capture,  # graph timing: cudart (as nccl-tests -G) or torch.cuda.graph
                     "time_min_us": min(times),
                     "time_median_us": statistics.median(times),
                     "time_max_us": max(times),

@@ -1,0 +1,92 @@
+"""Rank side: a CUDA graph captured and launched through the CUDA runtime itself, as nccl-tests ``-G`` does.
+
+Why: on 2xH200 (bench/fidelity_h200.md, issue 16) the same 20 direct ncclAllReduce launches captured with
+``torch.cuda.graph`` cost 9-11 us per operation on the GPU at 8 B, captured with ``cudaStreamBeginCapture`` on a
+plain stream and launched with ``cudaGraphLaunch`` 6.6-7.3 us, which is nccl-tests' ``-G 1`` figure (6.4-7.0 us)
+on the same box, library and communicator; torch's capture mode (thread-local or global) made no difference.
+Only the direct launches (nccl_direct.py) can be captured this way: torch's collectives run on c10d's own
+streams, which only ``torch.cuda.graph`` joins into the capture.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+from typing import Any, Callable, Optional
+
+from envmatrix.rank.nccl_direct import mapped_library
+
+# cudaStreamCaptureModeThreadLocal: c10d's watchdog thread may query its events while this thread captures
+_CAPTURE_THREAD_LOCAL = 1
+
+
+class RuntimeGraphs:
+    def __init__(self, lib: Any) -> None:
+        self.lib = lib
+        lib.cudaStreamBeginCapture.argtypes = [ctypes.c_void_p, ctypes.c_int]
+        lib.cudaStreamEndCapture.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p)]
+        lib.cudaGraphInstantiate.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.c_ulonglong]
+        lib.cudaGraphLaunch.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+        lib.cudaGraphUpload.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+        lib.cudaStreamSynchronize.argtypes = [ctypes.c_void_p]
+        lib.cudaGraphExecDestroy.argtypes = [ctypes.c_void_p]
+        lib.cudaGraphDestroy.argtypes = [ctypes.c_void_p]
+        lib.cudaGetErrorString.restype = ctypes.c_char_p
+
+    def _check(self, rc: int, what: str) -> None:
+        if rc:
+            raise RuntimeError(f"{what}: CUDA error {rc}: {self.lib.cudaGetErrorString(rc).decode()}")
+
+    def capture(self, stream: ctypes.c_void_p, body: Callable[[], None]) -> "CapturedGraph":
+        """Everything ``body`` launches on ``stream`` becomes one graph, instantiated and already on the device
+        (nccl-tests' first launch uploads it, but from C; from here the upload would dominate 20 launches)."""
+        lib, graph = self.lib, ctypes.c_void_p()
+        self._check(lib.cudaStreamBeginCapture(stream, _CAPTURE_THREAD_LOCAL), "cudaStreamBeginCapture")
+        try:
+            body()
+        finally:
+            ended = lib.cudaStreamEndCapture(stream, ctypes.byref(graph))
+        self._check(ended, "cudaStreamEndCapture")
+        exe = ctypes.c_void_p()
+        rc = lib.cudaGraphInstantiate(ctypes.byref(exe), graph, 0)
+        if rc:
+            lib.cudaGraphDestroy(graph)
+            self._check(rc, "cudaGraphInstantiate")
+        captured = CapturedGraph(self, stream, graph, exe)
+        try:
+            captured.upload()
+        except RuntimeError:
+            captured.close()
+            raise
+        return captured
+
+
+class CapturedGraph:
+    def __init__(self, graphs: RuntimeGraphs, stream: ctypes.c_void_p, graph: ctypes.c_void_p, exe: ctypes.c_void_p) -> None:
+        self.graphs, self.stream, self.graph, self.exe = graphs, stream, graph, exe
+
+    def upload(self) -> None:
+        self.graphs._check(self.graphs.lib.cudaGraphUpload(self.exe, self.stream), "cudaGraphUpload")
+        self.synchronize()
+
+    def launch(self) -> None:
+        self.graphs._check(self.graphs.lib.cudaGraphLaunch(self.exe, self.stream), "cudaGraphLaunch")
+
+    def synchronize(self) -> None:
+        self.graphs._check(self.graphs.lib.cudaStreamSynchronize(self.stream), "cudaStreamSynchronize")
+
+    def close(self) -> None:
+        self.graphs.lib.cudaGraphExecDestroy(self.exe)
+        self.graphs.lib.cudaGraphDestroy(self.graph)
+
+
+@functools.cache
+def runtime_graphs() -> Optional[RuntimeGraphs]:
+    """The CUDA runtime torch loaded, or None (a static cudart, a missing symbol): then torch.cuda.graph is used."""
+    path = mapped_library("/libcudart.so")  # torch's copy: its stream handles are the ones torch's streams hold
+    if path is None:
+        return None
+    try:
+        return RuntimeGraphs(ctypes.CDLL(path))
+    except (OSError, AttributeError):
+        return None
