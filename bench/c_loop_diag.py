@@ -1,0 +1,144 @@
+"""Issue 16 prototype: would a launch loop in C inside the rank bring ``host`` timing to nccl-tests' figures?
+
+Runs under torchrun, one process per GPU (bench/h200x2_c_loop.sh). For AR/AG/RS/bcast/A2A at 8 B - 256 KiB it
+times, in the same processes and interleaved, the engine's own ``host`` window (rank/bench_engine._timed_host on the
+builders' direct launches) and the same window with the ITERS launches made by one call into a C loop compiled on
+the box (gcc): the same libnccl functions, arguments, communicator, buffers and stream. Prints one JSON line per
+(collective, size, variant): the rank-mean window in us per operation, median of REPEATS.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import statistics
+import subprocess
+import time
+
+import torch
+import torch.distributed as dist
+
+from envmatrix.bench.formulas import collective_spec
+from envmatrix.bench.sizes import aligned_count
+from envmatrix.rank.bench_engine import BUILDERS, BenchContext, _barrier, _timed_host
+from envmatrix.rank.nccl_direct import arena, attach
+
+ITERS, REPEATS, WARMUP = 20, 5, 5
+SIZES = (8, 64, 512, 4096, 32768, 262144)
+COLLECTIVES = ("allreduce", "allgather", "reduce_scatter", "alltoall", "broadcast")
+
+C_SRC = r"""
+#include <stdint.h>
+typedef int (*fn6)(uint64_t, uint64_t, uint64_t, uint64_t, uint64_t, uint64_t);
+typedef int (*fn7)(uint64_t, uint64_t, uint64_t, uint64_t, uint64_t, uint64_t, uint64_t);
+typedef int (*group_fn)(void);
+typedef int (*p2p_fn)(uint64_t, uint64_t, uint64_t, int, uint64_t, uint64_t);
+/* every NCCL collective here takes 6 or 7 integer-class arguments, the stream last */
+int loop_args(void* fn, int nargs, const uint64_t* a, int iters) {
+  for (int i = 0; i < iters; i++) {
+    int rc = nargs == 6 ? ((fn6)fn)(a[0], a[1], a[2], a[3], a[4], a[5])
+                        : ((fn7)fn)(a[0], a[1], a[2], a[3], a[4], a[5], a[6]);
+    if (rc) return rc;
+  }
+  return 0;
+}
+/* nccl-tests' alltoall: one grouped send and receive per peer */
+int loop_alltoall(void* start, void* send, void* recv, void* end, uint64_t sbuf, uint64_t rbuf, uint64_t step,
+                  uint64_t count, uint64_t dtype, int world, uint64_t comm, uint64_t stream, int iters) {
+  for (int i = 0; i < iters; i++) {
+    int rc = ((group_fn)start)();
+    for (int p = 0; p < world && !rc; p++) {
+      rc = ((p2p_fn)send)(sbuf + p * step, count, dtype, p, comm, stream);
+      if (!rc) rc = ((p2p_fn)recv)(rbuf + p * step, count, dtype, p, comm, stream);
+    }
+    int end_rc = ((group_fn)end)();
+    if (rc || end_rc) return rc ? rc : end_rc;
+  }
+  return 0;
+}
+"""
+
+
+def compile_loop(rank: int):
+    src, so = f"/tmp/c_loop_{rank}.c", f"/tmp/c_loop_{rank}.so"
+    with open(src, "w") as fh:
+        fh.write(C_SRC)
+    subprocess.run(["gcc", "-O2", "-shared", "-fPIC", "-o", so, src], check=True)
+    lib = ctypes.CDLL(so)
+    lib.loop_args.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(ctypes.c_uint64), ctypes.c_int]
+    lib.loop_alltoall.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_uint64] * 5 + [ctypes.c_int, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_int]
+    return lib
+
+
+def as_int(x) -> int:
+    return int(getattr(x, "value", x) or 0)
+
+
+def c_window(c: BenchContext, loop, name: str, direct, stream: int, count: int) -> float:
+    nccl = c.direct.lib
+    addr = lambda f: ctypes.cast(f, ctypes.c_void_p).value
+    if name == "alltoall":
+        chunk = count // c.world  # the builder's split: one chunk per peer, as nccl-tests
+        send, recv = c.arena.send.data_ptr(), c.arena.recv.data_ptr()
+        call = lambda: loop.loop_alltoall(addr(nccl.ncclGroupStart), addr(nccl.ncclSend), addr(nccl.ncclRecv),
+                                          addr(nccl.ncclGroupEnd), send, recv, chunk * c.type_size, chunk,
+                                          as_int(c.direct.dtype), c.world, as_int(c.direct.comm), stream, ITERS)
+    else:
+        args = [as_int(x) for x in direct.head] + [stream]
+        arr = (ctypes.c_uint64 * len(args))(*args)
+        fn = addr(direct.fn)
+        call = lambda: loop.loop_args(fn, len(args), arr, ITERS)
+    _barrier(c)
+    t0 = time.perf_counter()
+    rc = call()
+    c.sync()
+    if rc:
+        raise RuntimeError(f"{name}: NCCL error {rc} in the C loop")
+    return (time.perf_counter() - t0) * 1e6 / ITERS
+
+
+def main() -> None:
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    torch.cuda.set_device(rank)
+    dev = torch.device("cuda", rank)
+    dist.init_process_group("nccl", device_id=dev)
+    c = BenchContext(dist, torch, dev, rank, world, world, "float32")
+    _barrier(c)
+    c.direct = attach(dist, torch, dev, "float32", world)
+    c.arena = arena(c.direct, max(SIZES))
+    loop = compile_loop(rank)
+    stream = as_int(c.direct.current_stream())
+    out = []
+    for name in COLLECTIVES:
+        spec = collective_spec(name)
+        for size in SIZES:
+            count = aligned_count(size, c.type_size, world, spec.split_by_ranks)
+            run, verify = BUILDERS[name](c, count)
+            for _ in range(WARMUP):
+                run()
+            samples: dict[str, list[float]] = {"engine_host": [], "c_loop": []}
+            for rep in range(REPEATS):
+                order = ("engine_host", "c_loop") if rep % 2 == 0 else ("c_loop", "engine_host")
+                for variant in order:
+                    if variant == "engine_host":
+                        samples[variant].append(_timed_host(c, run, ITERS))
+                    else:
+                        samples[variant].append(c_window(c, loop, name, run.direct_launch, stream, count))
+            wrong = verify()
+            for variant, xs in samples.items():
+                out.append({"collective": name, "size": count * c.type_size, "variant": variant,
+                            "us": statistics.median(xs), "wrong": wrong})
+    rows = [None] * world
+    dist.all_gather_object(rows, out)
+    if rank == 0:
+        for per_rank in zip(*rows):
+            first = per_rank[0]
+            print(json.dumps({"collective": first["collective"], "size": first["size"], "variant": first["variant"],
+                              "us": round(statistics.fmean(r["us"] for r in per_rank), 2),
+                              "per_rank": [round(r["us"], 2) for r in per_rank], "wrong": sum(r["wrong"] for r in per_rank)}))
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
