@@ -3,6 +3,7 @@
 # with the launches made by a C loop inside the rank (bench/c_loop_diag.py), beside nccl-tests' default timing
 # (MPI=1 build, mpirun -np 2 -g 1) before and after, AR/AG/RS/A2A/bcast 8 B - 256 KiB.
 # Outputs: $OUT/c_loop.jsonl, $OUT/nt_{before,after}_<binary>.txt, $OUT/summary.txt (rank-mean us per op, ratios).
+# DIAG=launch_stream runs bench/launch_stream_diag.py instead (the same, per launch stream), into $OUT/launch_stream.jsonl.
 set -uo pipefail
 source bench/box_env.sh
 SRC=${SRC:-$PWD/.nt/nccl-tests}
@@ -21,38 +22,8 @@ nccl_tests() {
   done
 }
 nccl_tests before
-timeout 200 python3 -m torch.distributed.run --nproc-per-node 2 bench/c_loop_diag.py >"$OUT/c_loop.jsonl" 2>"$OUT/c_loop.err"
+DIAG=${DIAG:-c_loop}
+timeout 300 python3 -m torch.distributed.run --nproc-per-node 2 "bench/${DIAG}_diag.py" >"$OUT/$DIAG.jsonl" 2>"$OUT/$DIAG.err"
 nccl_tests after
-python3 - "$OUT" <<'PY' | tee "$OUT/summary.txt"
-import glob, json, statistics, sys
-from envmatrix.parsers.nccl_tests import parse_stdout
-out = sys.argv[1]
-names = {"all_reduce": "allreduce", "all_gather": "allgather", "reduce_scatter": "reduce_scatter", "alltoall": "alltoall", "broadcast": "broadcast"}
-ref = {}
-for path in glob.glob(f"{out}/nt_*_*.txt"):
-    binary = path.split("/")[-1].split("_", 2)[2][:-4]  # nt_<when>_<binary>.txt
-    report = parse_stdout(open(path).read(), binary)
-    for row in report.rows:
-        if not row.in_place:
-            ref.setdefault((names.get(report.collective, report.collective), row.size_bytes), []).append(row.time_us)
-ours = [json.loads(l) for l in open(f"{out}/c_loop.jsonl") if l.startswith("{")]
-band = lambda size: (0.95, 1.05) if size >= 65536 else (0.90, 1.10)
-passes = {}
-print("| collective | size | nccl-tests us (before/after) | engine host us | ratio | C loop us | ratio |")
-print("| --- | --- | --- | --- | --- | --- | --- |")
-for key in sorted({(r["collective"], r["size"]) for r in ours}, key=lambda k: (list(names.values()).index(k[0]), k[1])):
-    nt = ref.get(key)
-    if not nt:
-        continue
-    med = statistics.median(nt)
-    cells = []
-    for variant in ("engine_host", "c_loop"):
-        r = next(x for x in ours if (x["collective"], x["size"]) == key and x["variant"] == variant)
-        ratio = r["us"] / med
-        ok = band(key[1])[0] <= ratio <= band(key[1])[1]
-        passes[variant] = passes.get(variant, 0) + ok
-        cells += [f"{r['us']:.1f}", f"{ratio:.3f} {'pass' if ok else 'MISS'}" + (f" wrong={r['wrong']}" if r["wrong"] else "")]
-    print(f"| {key[0]} | {key[1]} | {'/'.join(f'{t:.1f}' for t in nt)} | " + " | ".join(cells) + " |")
-print(f"\npasses of {len({(r['collective'], r['size']) for r in ours})}: {passes}")
-PY
-tail -3 "$OUT/c_loop.err"
+python3 bench/diag_summary.py "$OUT" "$OUT/$DIAG.jsonl" | tee "$OUT/summary.txt"
+head -2 "$OUT/$DIAG.jsonl"; tail -3 "$OUT/$DIAG.err"

@@ -122,3 +122,30 @@ def test_bound_launch_binds_the_stream_last_and_names_the_nccl_error():
     assert bad.on("s")() == 4
     with pytest.raises(RuntimeError, match="ncclAllGather: NCCL error 4: invalid argument"):
         bad()
+
+
+def test_meet_is_a_one_element_allreduce_on_the_timed_stream_then_its_sync():
+    import ctypes
+    import types
+
+    import torch
+
+    from envmatrix.rank.nccl_direct import DirectNccl
+
+    calls, order, rc = [], [], [0]
+    others = ("ncclAllGather", "ncclReduceScatter", "ncclBroadcast", "ncclSend", "ncclRecv", "ncclGroupStart", "ncclGroupEnd")
+    lib = types.SimpleNamespace(**{name: (lambda *args: 0) for name in others})  # the libnccl boundary
+    lib.ncclAllReduce = lambda *args: calls.append(args) or order.append("launch") or rc[0]
+    lib.ncclGetErrorString = lambda code: b"unhandled cuda error"
+    direct = DirectNccl(lib, 0xC0FFEE, torch, torch.device("cpu"), "bfloat16", 2)
+    direct.meet(ctypes.c_void_p(77), lambda: order.append("sync"))
+    direct.meet(ctypes.c_void_p(78), lambda: order.append("sync"))
+    assert order == ["launch", "sync", "launch", "sync"]  # each launch waited for before the clock starts
+    (send, recv, count, dtype, op, comm, stream), second = calls
+    assert send.value == recv.value == second[0].value  # one in-place flag, made once
+    assert (count.value, dtype.value, op.value, comm.value) == (1, 9, 0, 0xC0FFEE)  # 1 bfloat16 element, sum
+    assert stream.value == 77 and second[-1].value == 78  # on the stream the window will time
+    rc[0] = 1
+    with pytest.raises(RuntimeError, match="ncclAllReduce: NCCL error 1: unhandled cuda error"):
+        direct.meet(ctypes.c_void_p(77), lambda: order.append("sync"))
+    assert order[-1] == "launch"  # a failed launch is not waited for

@@ -30,6 +30,15 @@ class BenchContext:
         self.direct = None  # envmatrix.rank.nccl_direct.DirectNccl when launches bypass torch's call path
         self.enter: Optional[Callable[[str], Any]] = None  # progress marker before each (collective, size)
         self.arena = None  # envmatrix.rank.nccl_direct.Arena: ncclMemAlloc'd buffers for the direct launches
+        self.launch_stream: Any = None  # see host_stream()
+
+    def host_stream(self) -> Any:
+        """Where the ``host`` window's direct launches go: a torch.cuda.Stream of our own (non-blocking), as
+        nccl-tests creates its streams; torch's current stream is the legacy default stream (handle 0), on which
+        the same launches cost 0.3-1 us more per operation (issue 16, bench/fidelity_h200.md)."""
+        if self.launch_stream is None:
+            self.launch_stream = self.torch.cuda.Stream(device=self.device)
+        return self.launch_stream
 
     def pattern(self, count: int, seed: int) -> Any:
         """Small integers that differ by position and by ``seed`` (a rank or chunk id)."""
@@ -308,12 +317,22 @@ def _launch_all(run: Callable[..., list], iters: int) -> None:
         work.wait()
 
 
+def _start_together(c: BenchContext, stream: Any = None) -> None:
+    """nccl-tests barriers before starting the clock, so rank skew stays out of the window; torch's all_reduce
+    alone leaves the last rank behind by its post-launch bookkeeping, a direct allreduce on the timed stream
+    (default: the current one) does not."""
+    _barrier(c)
+    if c.direct is not None:
+        stream = stream if stream is not None else c.torch.cuda.current_stream(c.device)
+        c.direct.meet(ctypes.c_void_p(stream.cuda_stream), stream.synchronize)
+
+
 def _timed_host(c: BenchContext, run: Callable[..., list], iters: int) -> float:
     """nccl-tests' default: host clock around ``iters`` back-to-back launches and one stream sync (us per op)."""
-    _barrier(c)  # nccl-tests barriers before starting the clock: rank skew stays out of the window
     direct = getattr(run, "direct_launch", None) if c.direct is not None else None
+    _start_together(c, c.host_stream() if direct is not None else None)
     if direct is not None:
-        launch = direct.on(c.direct.current_stream())
+        launch = direct.on(ctypes.c_void_p(c.host_stream().cuda_stream))  # warmups ran on the current stream, synced
 
         def launches() -> None:
             for _ in range(iters):
@@ -364,7 +383,7 @@ def _timed_graph(c: BenchContext, run: Callable[..., list], iters: int, graphs: 
                     c.direct.pinned = None
         replay, finish, release = graph.replay, c.sync, (lambda: None)
     try:
-        _barrier(c)
+        _start_together(c, side)
         t0 = time.perf_counter()
         for _ in range(launches):
             replay()

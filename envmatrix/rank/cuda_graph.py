@@ -27,7 +27,6 @@ class RuntimeGraphs:
         lib.cudaStreamEndCapture.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p)]
         lib.cudaGraphInstantiate.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.c_ulonglong]
         lib.cudaGraphLaunch.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
-        lib.cudaGraphUpload.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
         lib.cudaStreamSynchronize.argtypes = [ctypes.c_void_p]
         lib.cudaGraphExecDestroy.argtypes = [ctypes.c_void_p]
         lib.cudaGraphDestroy.argtypes = [ctypes.c_void_p]
@@ -38,8 +37,9 @@ class RuntimeGraphs:
             raise RuntimeError(f"{what}: CUDA error {rc}: {self.lib.cudaGetErrorString(rc).decode()}")
 
     def capture(self, stream: ctypes.c_void_p, body: Callable[[], None]) -> "CapturedGraph":
-        """Everything ``body`` launches on ``stream`` becomes one graph, instantiated and already on the device
-        (nccl-tests' first launch uploads it, but from C; from here the upload would dominate 20 launches)."""
+        """Everything ``body`` launches on ``stream`` becomes one instantiated graph. Not uploaded here: its first
+        launch uploads it inside the timed window, as in nccl-tests' ``-G 1`` window (an upload done beforehand made
+        small sizes 3-14 % faster than nccl-tests on 2xH200, bench/fidelity_h200.md)."""
         lib, graph = self.lib, ctypes.c_void_p()
         self._check(lib.cudaStreamBeginCapture(stream, _CAPTURE_THREAD_LOCAL), "cudaStreamBeginCapture")
         try:
@@ -52,22 +52,12 @@ class RuntimeGraphs:
         if rc:
             lib.cudaGraphDestroy(graph)
             self._check(rc, "cudaGraphInstantiate")
-        captured = CapturedGraph(self, stream, graph, exe)
-        try:
-            captured.upload()
-        except RuntimeError:
-            captured.close()
-            raise
-        return captured
+        return CapturedGraph(self, stream, graph, exe)
 
 
 class CapturedGraph:
     def __init__(self, graphs: RuntimeGraphs, stream: ctypes.c_void_p, graph: ctypes.c_void_p, exe: ctypes.c_void_p) -> None:
         self.graphs, self.stream, self.graph, self.exe = graphs, stream, graph, exe
-
-    def upload(self) -> None:
-        self.graphs._check(self.graphs.lib.cudaGraphUpload(self.exe, self.stream), "cudaGraphUpload")
-        self.synchronize()
 
     def launch(self) -> None:
         self.graphs._check(self.graphs.lib.cudaGraphLaunch(self.exe, self.stream), "cudaGraphLaunch")

@@ -39,7 +39,8 @@ class DirectNccl:
 
     def __init__(self, lib: Any, comm: int, torch: Any, device: Any, dtype: str, world: int) -> None:
         self.lib, self.comm, self.torch, self.device = lib, ctypes.c_void_p(comm), torch, device
-        self.dtype, self.world = ctypes.c_int(_NCCL_DTYPE[dtype]), world
+        self.dtype, self.dtype_name, self.world = ctypes.c_int(_NCCL_DTYPE[dtype]), dtype, world
+        self._meeting: Optional[tuple] = None  # meet()'s flag and its bound allreduce
         # set by the timers around a window (the capture stream inside a CUDA graph capture)
         self.pinned: Optional[ctypes.c_void_p] = None
         for fn in ("ncclAllReduce", "ncclAllGather", "ncclReduceScatter", "ncclBroadcast", "ncclSend", "ncclRecv",
@@ -78,6 +79,20 @@ class DirectNccl:
     def broadcast(self, send: Any, recv: Any, root: int) -> "BoundLaunch":
         return self._bound(self.lib.ncclBroadcast, "ncclBroadcast", self._ptr(send), self._ptr(recv),
                            ctypes.c_size_t(send.numel()), self.dtype, ctypes.c_int(root), self.comm)
+
+    def meet(self, stream: ctypes.c_void_p, synchronize: Callable[[], None]) -> None:
+        """A one-element allreduce on ``stream``, then ``synchronize``: the ranks leave together.
+
+        Why: after torch's all_reduce the last rank to arrive still does torch's bookkeeping after its launch while
+        the others already start their clocks; a timed window of 20 small launches then carries that skew (0.5-2 us
+        per operation on 2xH200, bench/fidelity_h200.md), where nccl-tests' MPI barrier leaves none.
+        """
+        if self._meeting is None:
+            flag = self.torch.zeros(1, dtype=getattr(self.torch, self.dtype_name), device=self.device)
+            self._meeting = (flag, self.all_reduce(flag, flag))
+        launch = self._meeting[1]
+        launch.check(launch.on(stream)())
+        synchronize()
 
     def all_to_all(self, send: Any, recv: Any) -> "BoundLaunch":
         # what nccl-tests' alltoall does: one grouped send and receive per peer
