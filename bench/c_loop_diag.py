@@ -14,6 +14,7 @@ import json
 import os
 import statistics
 import time
+from typing import Callable
 
 import torch
 import torch.distributed as dist
@@ -55,7 +56,11 @@ def c_window(c: BenchContext, loop, name: str, direct, stream: int, count: int) 
     return (time.perf_counter() - t0) * 1e6 / ITERS
 
 
-def main() -> None:
+Variant = Callable[[str, Callable, int], float]  # (collective, the builder's run, count) -> us per op of one window
+
+
+def start_rank() -> BenchContext:
+    """torchrun's rank on its GPU, torch's NCCL group, direct launches on ncclMemAlloc'd buffers (as the engine)."""
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     torch.cuda.set_device(rank)
     dev = torch.device("cuda", rank)
@@ -64,37 +69,51 @@ def main() -> None:
     _barrier(c)
     c.direct = attach(dist, torch, dev, "float32", world)
     c.arena = arena(c.direct, max(SIZES))
-    loop = compile_loop(rank)
-    stream = as_int(c.direct.current_stream())
-    out = []
+    return c
+
+
+def sweep(c: BenchContext, variants: dict[str, Variant]) -> list[dict]:
+    """Every (collective, size): warmups, then REPEATS rounds of one window per variant, who goes first rotating."""
+    names, out = list(variants), []
     for name in COLLECTIVES:
         spec = collective_spec(name)
         for size in SIZES:
-            count = aligned_count(size, c.type_size, world, spec.split_by_ranks)
+            count = aligned_count(size, c.type_size, c.world, spec.split_by_ranks)
             run, verify = BUILDERS[name](c, count)
             for _ in range(WARMUP):
                 run()
-            samples: dict[str, list[float]] = {"engine_host": [], "c_loop": []}
+            samples: dict[str, list[float]] = {v: [] for v in names}
             for rep in range(REPEATS):
-                order = ("engine_host", "c_loop") if rep % 2 == 0 else ("c_loop", "engine_host")
-                for variant in order:
-                    if variant == "engine_host":
-                        samples[variant].append(_timed_host(c, run, ITERS))
-                    else:
-                        samples[variant].append(c_window(c, loop, name, run.direct_launch, stream, count))
+                for variant in names[rep % len(names):] + names[:rep % len(names)]:
+                    samples[variant].append(variants[variant](name, run, count))
             wrong = verify()
             for variant, xs in samples.items():
                 out.append({"collective": name, "size": count * c.type_size, "variant": variant,
                             "us": statistics.median(xs), "wrong": wrong})
-    rows = [None] * world
+    return out
+
+
+def print_rank_means(c: BenchContext, out: list[dict]) -> None:
+    """One JSON line per (collective, size, variant) from rank 0: the rank mean, as nccl-tests reports."""
+    rows = [None] * c.world
     dist.all_gather_object(rows, out)
-    if rank == 0:
+    if c.rank == 0:
         for per_rank in zip(*rows):
             first = per_rank[0]
             print(json.dumps({"collective": first["collective"], "size": first["size"], "variant": first["variant"],
                               "us": round(statistics.fmean(r["us"] for r in per_rank), 2),
                               "per_rank": [round(r["us"], 2) for r in per_rank], "wrong": sum(r["wrong"] for r in per_rank)}))
     dist.destroy_process_group()
+
+
+def main() -> None:
+    c = start_rank()
+    loop = compile_loop(c.rank)
+    stream = as_int(c.direct.current_stream())
+    print_rank_means(c, sweep(c, {
+        "engine_host": lambda name, run, count: _timed_host(c, run, ITERS),
+        "c_loop": lambda name, run, count: c_window(c, loop, name, run.direct_launch, stream, count),
+    }))
 
 
 if __name__ == "__main__":

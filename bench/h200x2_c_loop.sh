@@ -6,14 +6,9 @@
 # DIAG=launch_stream runs bench/launch_stream_diag.py instead (the same, per launch stream), into $OUT/launch_stream.jsonl.
 set -uo pipefail
 source bench/box_env.sh
-SRC=${SRC:-$PWD/.nt/nccl-tests}
-NTM=$SRC/build_mpi
-nccl_home=$(python3 -c "import nvidia.nccl as m; print(list(m.__path__)[0])") || exit 2
+source bench/nt_mpi.sh
 bins="all_reduce_perf all_gather_perf reduce_scatter_perf alltoall_perf broadcast_perf"
-have=1; for b in $bins; do [ -x "$NTM/$b" ] || have=0; done
-[ $have = 1 ] || ( cd "$SRC/src" && timeout 300 make -j8 MPI=1 MPI_HOME=/usr/lib/x86_64-linux-gnu/openmpi BUILDDIR="$NTM" \
-  NVCC_GENCODE="-gencode=arch=compute_90,code=sm_90" CUDA_HOME=/usr/local/cuda \
-  BIN_FILES_LIST="all_reduce all_gather broadcast reduce_scatter alltoall" build ) >"$OUT/build.log" 2>&1
+nt_mpi_build "$OUT/build.log" all_reduce all_gather broadcast reduce_scatter alltoall
 nccl_tests() {
   for b in $bins; do
     LD_LIBRARY_PATH=$nccl_home/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} timeout 60 mpirun --allow-run-as-root --oversubscribe \

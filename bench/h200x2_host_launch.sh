@@ -3,12 +3,8 @@
 # with MPI=1 when absent, as bench/h200x2_fidelity.sh): host cost per launch, envmatrix (bench/host_launch_diag.py) beside nccl-tests -C 1.
 set -uo pipefail
 source bench/box_env.sh
-SRC=${SRC:-$PWD/.nt/nccl-tests}
-NTM=$SRC/build_mpi
-nccl_home=$(python3 -c "import nvidia.nccl as m; print(list(m.__path__)[0])") || exit 2
-[ -x "$NTM/all_reduce_perf" ] || ( cd "$SRC/src" && timeout 300 make -j8 MPI=1 MPI_HOME=/usr/lib/x86_64-linux-gnu/openmpi \
-  BUILDDIR="$NTM" NVCC_GENCODE="-gencode=arch=compute_90,code=sm_90" CUDA_HOME=/usr/local/cuda \
-  BIN_FILES_LIST="all_reduce" build ) >"$OUT/build.log" 2>&1
+source bench/nt_mpi.sh
+nt_mpi_build "$OUT/build.log" all_reduce
 for r in 1 2; do  # unpinned, as bench/h200x2_fidelity.sh runs it
   LD_LIBRARY_PATH=$nccl_home/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} timeout 60 mpirun --allow-run-as-root --oversubscribe \
     --bind-to none -np 2 -x LD_LIBRARY_PATH -x NCCL_NVLS_ENABLE -x TORCH_SYMM_MEM_DISABLE_MULTICAST -x NVSHMEM_DISABLE_NVLS \

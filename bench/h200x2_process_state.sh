@@ -6,12 +6,8 @@
 # Outputs (at most 8 files come back): $OUT/process_state.jsonl, $OUT/nt.txt, $OUT/summary.txt, $OUT/err.txt.
 set -uo pipefail
 source bench/box_env.sh
-SRC=${SRC:-$PWD/.nt/nccl-tests}
-NTM=$SRC/build_mpi
-nccl_home=$(python3 -c "import nvidia.nccl as m; print(list(m.__path__)[0])") || exit 2
-[ -x "$NTM/all_reduce_perf" ] || ( cd "$SRC/src" && timeout 300 make -j8 MPI=1 MPI_HOME=/usr/lib/x86_64-linux-gnu/openmpi \
-  BUILDDIR="$NTM" NVCC_GENCODE="-gencode=arch=compute_90,code=sm_90" CUDA_HOME=/usr/local/cuda \
-  BIN_FILES_LIST="all_reduce" build ) >>"$OUT/err.txt" 2>&1
+source bench/nt_mpi.sh
+nt_mpi_build "$OUT/err.txt" all_reduce
 mpi=(mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2 -x LD_LIBRARY_PATH -x PYTHONPATH -x PYTHONUNBUFFERED
      ${SIZES:+-x SIZES} ${REPEATS:+-x REPEATS} -x PLACEMENT
      -x NCCL_NVLS_ENABLE -x TORCH_SYMM_MEM_DISABLE_MULTICAST -x NVSHMEM_DISABLE_NVLS)
