@@ -46,6 +46,8 @@ def envmatrix_samples(pattern: str) -> tuple[Samples, set[str]]:
                 row = json.loads(row_json)
                 # capture only means something for graph rows: host rows say "-" there, a missing key "unrecorded"
                 fields = [row.get(k) for k in ("timing", "launch", "buffers")] + [row.get("capture") if row.get("timing") == "graph" else "-"]
+                if row.get("timing") == "host":  # host rows from 2026-11-24 10:00 on: compiled or python launch loop
+                    fields.append(row.get("loop"))
                 timings.add("/".join(str(v or "unrecorded") for v in fields))
     return found, timings
 

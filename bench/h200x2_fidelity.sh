@@ -4,6 +4,10 @@
 #   bash bench/h200x2_fidelity.sh            builds nccl-tests twice (MPI=0, MPI=1) unless already built, then
 #                                            AR/AG/RS/A2A/bcast, 8 B - 1 GiB -f 8, 2 repeats (REPEATS=N: N)  (~2.5 min + 1 min per repeat)
 #   QUICK=1 bash bench/h200x2_fidelity.sh    allreduce 8 B - 64 MiB, 1 repeat (< 2 min after the builds)
+#   GPUS=1 ...                               grid 1x1 on a one-GPU box: nccl-tests `-g 1` (MPI=1 build under
+#                                            `mpirun -np 1`; the MPI=0 layout is the same process, not built)
+#   OLD=DIR ...                              also times `--timing host` with the envmatrix package in DIR (e.g. an
+#                                            earlier commit's tree, carried): interleaved, as em_oldhost_r*
 # The fair reference is one process per GPU, as envmatrix runs: nccl-tests built with MPI=1 and run as
 # `mpirun -np 2 ... -g 1` (default and -G 1). The single-process `-g 2` build (MPI=0) is measured beside it,
 # default timing only, to show how much the reference itself moves with the process layout.
@@ -30,6 +34,8 @@ fi
 declare -A binary=([allreduce]=all_reduce_perf [allgather]=all_gather_perf [reduce_scatter]=reduce_scatter_perf
                    [alltoall]=alltoall_perf [broadcast]=broadcast_perf)
 clist=$(IFS=,; echo "${colls[*]}")
+gpus=${GPUS:-2}
+grid=1x$gpus
 sweep=(-b 8 -e "$max" -f 8 -n 20 -w 5)
 {
   date -u; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
@@ -49,18 +55,18 @@ build() {  # mpi builddir
     || echo "build MPI=$mpi failed rc=$? (see build_mpi$mpi.log)" >>"$log"
 }
 NT1=$SRC/build_g2 NTM=$SRC/build_mpi
-build 0 "$NT1" & build 1 "$NTM" & wait
+if [ "$gpus" = 1 ]; then build 1 "$NTM"; else build 0 "$NT1" & build 1 "$NTM" & wait; fi
 echo "== builds done after $(( $(date +%s) - t_start )) s" >>"$log"
 have_g2=1 have_mpi=1
 for c in "${colls[@]}"; do
-  [ -x "$NT1/${binary[$c]}" ] || have_g2=0
+  [ -x "$NT1/${binary[$c]}" ] && [ "$gpus" != 1 ] || have_g2=0
   [ -x "$NTM/${binary[$c]}" ] || have_mpi=0
 done
 [ $have_mpi = 1 ] || echo "no MPI=1 binaries: the mpirun -g 1 reference is skipped" >>"$log"
 [ $have_g2 = 1 ] || echo "no MPI=0 binaries: the -g 2 reference is skipped" >>"$log"
 
 # every rank process gets the NVLS pins and torch's libnccl explicitly (mpirun forwards only what -x names reliably)
-mpi=(mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2
+mpi=(mpirun --allow-run-as-root --oversubscribe --bind-to none -np "$gpus"
      -x LD_LIBRARY_PATH -x NCCL_NVLS_ENABLE -x TORCH_SYMM_MEM_DISABLE_MULTICAST -x NVSHMEM_DISABLE_NVLS)
 nccl_tests() {  # layout(mpi|g2) mode repeat extra-flags...
   local layout=$1 mode=$2 r=$3; shift 3
@@ -71,29 +77,38 @@ nccl_tests() {  # layout(mpi|g2) mode repeat extra-flags...
     if [ "$layout" = mpi ]; then
       timeout 120 "${mpi[@]}" "$NTM/${binary[$c]}" -g 1 "${sweep[@]}" "$@" >"$f" 2>&1
     else
-      timeout 120 "$NT1/${binary[$c]}" -g 2 "${sweep[@]}" "$@" >"$f" 2>&1
+      timeout 120 "$NT1/${binary[$c]}" -g "$gpus" "${sweep[@]}" "$@" >"$f" 2>&1
     fi || echo "nccl-tests $layout $c $mode r$r failed rc=$?" >>"$log"
   done
 }
-envmatrix_bench() {  # timing repeat
-  timeout 200 python3 -m envmatrix bench --grid 1x2 "${sweep[@]}" -c "$clist" --timing "$1" --timeout 180 \
-    --out "$raw/em_$1_r$2" >>"$log" 2>&1 || echo "envmatrix $1 r$2 rc=$?" >>"$log"
+envmatrix_bench() {  # timing repeat [package-dir label]
+  local label=${4:-}$1
+  # from inside the package's tree: `python3 -m` puts the working directory first on sys.path
+  (cd "${3:-$PWD}" && PYTHONPATH=/tmp/site:${3:-$PWD} timeout 200 python3 -m envmatrix bench --grid "$grid" "${sweep[@]}" -c "$clist" \
+    --timing "$1" --timeout 180 --out "$raw/em_${label}_r$2") >>"$log" 2>&1 || echo "envmatrix $label r$2 rc=$?" >>"$log"
 }
+old_host() { [ -n "${OLD:-}" ] && envmatrix_bench host "$1" "$OLD" old; }
 
 tables() {  # rewritten after every repeat: a later failure or timeout keeps what was measured so far
   {
-    echo "# envmatrix vs nccl-tests, 1x2 H200 ($(date -u +%F), repeats done: $1 of $repeats, colls: $clist, 8 B - $max)"
+    echo "# envmatrix vs nccl-tests, $grid $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1) ($(date -u +%F), repeats done: $1 of $repeats, colls: $clist, 8 B - $max)"
     echo
-    echo "nccl-tests: \`mpirun -np 2 ${binary[allreduce]} -g 1 ${sweep[*]}\` (and \`-G 1\`; MPI=1 build), \`${binary[allreduce]} -g 2 ${sweep[*]}\` (MPI=0 build);"
-    echo "envmatrix: \`envmatrix bench --grid 1x2 ${sweep[*]} -c $clist --timing host|graph\`"
+    echo "nccl-tests: \`mpirun -np $gpus ${binary[allreduce]} -g 1 ${sweep[*]}\` (and \`-G 1\`; MPI=1 build), \`${binary[allreduce]} -g $gpus ${sweep[*]}\` (MPI=0 build);"
+    echo "envmatrix: \`envmatrix bench --grid $grid ${sweep[*]} -c $clist --timing host|graph\`"
     echo
-    python3 bench/fidelity_table.py 1x2 "$raw/em_host_r*" "$raw/nt_mpi-default_r*_*.txt" "host vs mpirun -g 1 default"
+    python3 bench/fidelity_table.py "$grid" "$raw/em_host_r*" "$raw/nt_mpi-default_r*_*.txt" "host vs mpirun -g 1 default"
     echo
-    python3 bench/fidelity_table.py 1x2 "$raw/em_graph_r*" "$raw/nt_mpi-graph_r*_*.txt" "graph vs mpirun -g 1 -G 1"
-    echo
-    python3 bench/fidelity_table.py 1x2 "$raw/em_host_r*" "$raw/nt_g2-default_r*_*.txt" "host vs single-process -g 2 default"
-    echo
-    python3 bench/fidelity_table.py 1x2 "$raw/nt_g2-default_r*_*.txt" "$raw/nt_mpi-default_r*_*.txt" "nccl-tests -g 2 vs mpirun -g 1 (reference vs reference)"
+    python3 bench/fidelity_table.py "$grid" "$raw/em_graph_r*" "$raw/nt_mpi-graph_r*_*.txt" "graph vs mpirun -g 1 -G 1"
+    if [ -n "${OLD:-}" ]; then
+      echo
+      python3 bench/fidelity_table.py "$grid" "$raw/em_oldhost_r*" "$raw/nt_mpi-default_r*_*.txt" "host of $OLD vs mpirun -g 1 default"
+    fi
+    if [ "$have_g2" = 1 ]; then
+      echo
+      python3 bench/fidelity_table.py "$grid" "$raw/em_host_r*" "$raw/nt_g2-default_r*_*.txt" "host vs single-process -g $gpus default"
+      echo
+      python3 bench/fidelity_table.py "$grid" "$raw/nt_g2-default_r*_*.txt" "$raw/nt_mpi-default_r*_*.txt" "nccl-tests -g $gpus vs mpirun -g 1 (reference vs reference)"
+    fi
   } >"$OUT/fidelity_table.md" 2>>"$log"
 }
 
@@ -101,11 +116,11 @@ tables() {  # rewritten after every repeat: a later failure or timeout keeps wha
 for r in $(seq 1 "$repeats"); do
   echo "== repeat $r $(date -u +%T)" >>"$log"
   if [ $((r % 2)) = 1 ]; then
-    nccl_tests mpi default "$r"; envmatrix_bench host "$r"; nccl_tests g2 default "$r"
+    nccl_tests mpi default "$r"; envmatrix_bench host "$r"; old_host "$r"; nccl_tests g2 default "$r"
     nccl_tests mpi graph "$r" -G 1; envmatrix_bench graph "$r"
   else
     envmatrix_bench graph "$r"; nccl_tests mpi graph "$r" -G 1
-    nccl_tests g2 default "$r"; envmatrix_bench host "$r"; nccl_tests mpi default "$r"
+    nccl_tests g2 default "$r"; old_host "$r"; envmatrix_bench host "$r"; nccl_tests mpi default "$r"
   fi
   tables "$r"
   tar -czf "$OUT/raw.tgz" -C "$OUT" raw 2>>"$log"  # the device tool returns few files: one archive, refreshed per repeat

@@ -81,6 +81,11 @@ def test_direct_buffers_are_the_first_bytes_of_one_arena_per_direction_like_nccl
     assert large.tolist() == list(range(16)) and large.dtype == torch.float32  # values copied in, not aliased
     recv = c.recv_buffer(5)
     assert recv.data_ptr() == c.arena.recv.data_ptr() and recv.shape == (5,) and recv.dtype == torch.float32
+    # nccl-tests' startColl: shift = size * (iter % (maxbytes / size)); maxbytes is -e, not the last swept size
+    assert c.shift(4) == (16, 4) and c.shift(16) == (64, 1) and c.shift(5) == (20, 3)
+    c.arena = Arena(torch.zeros(256, dtype=torch.uint8), torch.zeros(256, dtype=torch.uint8), span=128)
+    assert c.shift(4) == (16, 8)  # the span (-e) counts, not the block's padding
+    assert BenchContext(None, torch, torch.device("cpu"), 0, 2, 2, "float32").shift(4) == (0, 1)  # no arena, no shift
 
     old_lib = type("NoMemAlloc", (), {"lib": object(), "torch": torch, "device": torch.device("cpu")})()
     assert arena(old_lib, 1 << 20) is None  # a libnccl before 2.19 has no ncclMemAlloc: torch's buffers, not an error

@@ -31,6 +31,8 @@ class BenchContext:
         self.enter: Optional[Callable[[str], Any]] = None  # progress marker before each (collective, size)
         self.arena = None  # envmatrix.rank.nccl_direct.Arena: ncclMemAlloc'd buffers for the direct launches
         self.launch_stream: Any = None  # see host_stream()
+        # envmatrix.rank.launch_window.CompiledWindows: the host window's launches from compiled code, when built
+        self.windows: Any = None
 
     def host_stream(self) -> Any:
         """Where the ``host`` window's direct launches go: a torch.cuda.Stream of our own (non-blocking), as
@@ -58,6 +60,14 @@ class BenchContext:
             return self.torch.empty(count, dtype=self.dtype, device=self.device)
         return self.arena.view(self.arena.recv, count, self.dtype)
 
+    def shift(self, count: int) -> tuple[int, int]:
+        """nccl-tests' per-iteration buffer shift for a size of ``count`` elements on the larger side: (stride in bytes,
+        steps), steps = maxbytes // stride as in its startColl; (0, 1) without an arena."""
+        if self.arena is None:
+            return 0, 1
+        stride = count * self.type_size
+        return stride, max(1, self.arena.span // stride)
+
     def sync(self) -> None:
         if self.device.type == "cuda":
             self.torch.cuda.synchronize(self.device)
@@ -72,7 +82,7 @@ def build_allreduce(c: BenchContext, count: int):
     buf = c.send_buffer(c.pattern(count, c.rank))
     # direct launches are out of place, like nccl-tests' out-of-place column; torch's all_reduce is in place
     out = c.recv_buffer(count) if c.direct is not None else buf
-    launch = c.direct.all_reduce(buf, out) if c.direct is not None else None
+    launch = c.direct.all_reduce(buf, out, c.shift(count)) if c.direct is not None else None
 
     def run(async_op=False):
         if launch is not None:
@@ -80,7 +90,7 @@ def build_allreduce(c: BenchContext, count: int):
             return []
         return [c.dist.all_reduce(buf, async_op=async_op)]
 
-    run.direct_launch = launch  # _timed_host binds it to its stream once
+    run.direct_launch = launch  # the timers bind it to their stream and shift it per iteration
 
     def check():
         buf.copy_(c.pattern(count, c.rank))
@@ -96,7 +106,7 @@ def build_allgather(c: BenchContext, count: int):
     chunk = count // c.world
     send, recv = c.send_buffer(c.pattern(chunk, c.rank)), c.recv_buffer(count)
 
-    launch = c.direct.all_gather(send, recv) if c.direct is not None else None
+    launch = c.direct.all_gather(send, recv, c.shift(count)) if c.direct is not None else None
 
     def run(async_op=False):
         if launch is not None:
@@ -104,7 +114,7 @@ def build_allgather(c: BenchContext, count: int):
             return []
         return [c.dist.all_gather_into_tensor(recv, send, async_op=async_op)]
 
-    run.direct_launch = launch  # _timed_host binds it to its stream once
+    run.direct_launch = launch  # the timers bind it to their stream and shift it per iteration
 
     def check():
         recv.zero_()
@@ -119,7 +129,7 @@ def build_reduce_scatter(c: BenchContext, count: int):
     chunk = count // c.world
     send, recv = c.send_buffer(c.pattern(count, c.rank)), c.recv_buffer(chunk)
 
-    launch = c.direct.reduce_scatter(send, recv) if c.direct is not None else None
+    launch = c.direct.reduce_scatter(send, recv, c.shift(count)) if c.direct is not None else None
 
     def run(async_op=False):
         if launch is not None:
@@ -127,7 +137,7 @@ def build_reduce_scatter(c: BenchContext, count: int):
             return []
         return [c.dist.reduce_scatter_tensor(recv, send, async_op=async_op)]
 
-    run.direct_launch = launch  # _timed_host binds it to its stream once
+    run.direct_launch = launch  # the timers bind it to their stream and shift it per iteration
 
     def check():
         recv.zero_()
@@ -146,7 +156,7 @@ def build_alltoall(c: BenchContext, count: int):
 
     send, recv = c.send_buffer(chunks_of(c.rank)), c.recv_buffer(count)
 
-    launch = c.direct.all_to_all(send, recv) if c.direct is not None else None
+    launch = c.direct.all_to_all(send, recv, c.shift(count)) if c.direct is not None else None
 
     def run(async_op=False):
         if launch is not None:
@@ -154,7 +164,7 @@ def build_alltoall(c: BenchContext, count: int):
             return []
         return [c.dist.all_to_all_single(recv, send, async_op=async_op)]
 
-    run.direct_launch = launch  # _timed_host binds it to its stream once
+    run.direct_launch = launch  # the timers bind it to their stream and shift it per iteration
 
     def check():
         recv.zero_()
@@ -168,7 +178,7 @@ def build_alltoall(c: BenchContext, count: int):
 def build_broadcast(c: BenchContext, count: int):
     buf = c.send_buffer(c.pattern(count, c.rank))
     out = c.recv_buffer(count) if c.direct is not None else buf  # out of place when launched directly
-    launch = c.direct.broadcast(buf, out, 0) if c.direct is not None else None
+    launch = c.direct.broadcast(buf, out, 0, c.shift(count)) if c.direct is not None else None
 
     def run(async_op=False):
         if launch is not None:
@@ -176,7 +186,7 @@ def build_broadcast(c: BenchContext, count: int):
             return []
         return [c.dist.broadcast(buf, 0, async_op=async_op)]
 
-    run.direct_launch = launch  # _timed_host binds it to its stream once
+    run.direct_launch = launch  # the timers bind it to their stream and shift it per iteration
 
     def check():
         buf.copy_(c.pattern(count, c.rank))
@@ -328,15 +338,21 @@ def _start_together(c: BenchContext, stream: Any = None) -> None:
 
 
 def _timed_host(c: BenchContext, run: Callable[..., list], iters: int) -> float:
-    """nccl-tests' default: host clock around ``iters`` back-to-back launches and one stream sync (us per op)."""
+    """nccl-tests' default: host clock around ``iters`` back-to-back launches and the stream's drain (us per op).
+
+    Direct launches run from compiled code when the extension was built (``c.windows``), else from a Python loop
+    of bound calls; torch's calls (no direct path, or host-torch) from torch's own loop.
+    """
     direct = getattr(run, "direct_launch", None) if c.direct is not None else None
     _start_together(c, c.host_stream() if direct is not None else None)
+    if direct is not None and c.windows is not None:
+        return c.windows.time_us(direct, c.host_stream().cuda_stream, iters)
     if direct is not None:
-        launch = direct.on(ctypes.c_void_p(c.host_stream().cuda_stream))  # warmups ran on the current stream, synced
+        calls = direct.window(ctypes.c_void_p(c.host_stream().cuda_stream), iters)  # warmups ran on the current stream, synced
 
         def launches() -> None:
-            for _ in range(iters):
-                rc = launch()
+            for call in calls:
+                rc = call()
                 if rc:
                     direct.check(rc)
     else:
@@ -365,10 +381,18 @@ def _timed_graph(c: BenchContext, run: Callable[..., list], iters: int, graphs: 
     if graphs is not None:
         c.direct.pinned = ctypes.c_void_p(side.cuda_stream)
         try:
-            captured = graphs.capture(c.direct.pinned, lambda: [run() for _ in range(iters)])
+            direct = run.direct_launch  # graphs are only offered with direct launches
+            captured = graphs.capture(c.direct.pinned, lambda: [direct(i) for i in range(iters)])
         finally:
             c.direct.pinned = None
         replay, finish, release = captured.launch, captured.synchronize, captured.close
+        if c.windows is not None:  # the launches and the drain from compiled code, as nccl-tests' own
+            try:
+                _start_together(c, side)
+                return c.windows.graph_time_us(captured.graphs.lib.cudaGraphLaunch, captured.exe, c.direct.comm,
+                                               captured.stream, launches, iters)
+            finally:
+                release()
     else:
         graph = torch.cuda.CUDAGraph()
         # thread_local: c10d's watchdog thread may query events while this thread captures
@@ -376,8 +400,9 @@ def _timed_graph(c: BenchContext, run: Callable[..., list], iters: int, graphs: 
             if c.direct is not None:
                 c.direct.pinned = c.direct.current_stream()  # the capture stream
             try:
-                for _ in range(iters):
-                    run()
+                direct = getattr(run, "direct_launch", None)
+                for i in range(iters):
+                    direct(i) if direct is not None else run()
             finally:
                 if c.direct is not None:
                     c.direct.pinned = None
@@ -447,7 +472,11 @@ def run_bench(
     warmup: int,
     check: bool = True,
     timing: str = "host",
+    max_bytes: int = 0,
 ) -> list[dict[str, Any]]:
+    """``max_bytes``: the sweep's upper bound (-e); the direct launches' buffers are that large, as nccl-tests'
+    are, even where the last swept size is smaller (-e 64M -f 8 ends at 16M), so the per-iteration shift steps
+    through the same bytes as nccl-tests does."""
     # a CUDA-only timing on a CPU group would die inside torch.cuda; say why instead
     check_timing(timing, "nccl" if c.device.type == "cuda" else "gloo", "bench")
     rows = []
@@ -469,16 +498,23 @@ def run_bench(
                 if c.direct is not None:
                     largest = max(aligned_count(s, c.type_size, c.world, collective_spec(n).split_by_ranks)
                                   for n in collectives for s in sizes) * c.type_size
+                    largest = max(largest, max_bytes)
                     c.arena = arena(c.direct, largest)
+                    from envmatrix.rank.launch_window import compiled_windows
+
+                    c.windows = compiled_windows(c.direct.lib)
             if c.enter is not None:
                 c.enter(f"{name}@{size}")
             run, verify = BUILDERS[name](c, count)
-            for _ in range(warmup):
-                run()
+            warm = getattr(run, "direct_launch", None) if c.direct is not None else None
+            for i in range(warmup):
+                warm(i) if warm is not None else run()  # nccl-tests shifts its warmups' buffers too
             _barrier(c)
             # builders without a direct path (reduce, p2p patterns) ignore c.direct
             launch = "direct" if (c.direct is not None and used in DIRECT_TIMINGS and spec.direct) else "torch"
             capture = None
+            # windows of direct launches (host, cudart graph): launched from compiled code (as nccl-tests) or Python
+            loop = ("compiled" if c.windows is not None else "python") if used in DIRECT_TIMINGS and launch == "direct" else None
             if used == "blocking":
                 times = _timed_blocking(c, run, iters)
                 mean = sum(times) / len(times)
@@ -489,6 +525,7 @@ def run_bench(
 
                     graphs = runtime_graphs() if launch == "direct" else None
                     capture = "cudart" if graphs is not None else "torch"
+                    loop = "compiled" if graphs is not None and c.windows is not None else "python"
                     mean = _timed_graph(c, run, iters, graphs)
                 else:
                     mean = WINDOW_TIMERS[used](c, run, iters)
@@ -511,6 +548,7 @@ def run_bench(
                     # nccl-tests allocates with ncclMemAlloc: NCCL registers those buffers in graph capture
                     "buffers": "ncclMemAlloc" if launch == "direct" and c.arena is not None else "torch",
                     "capture": capture,  # graph timing: cudart (as nccl-tests -G) or torch.cuda.graph
+                    "loop": loop,
                     "time_min_us": min(times),
                     "time_median_us": statistics.median(times),
                     "time_max_us": max(times),

@@ -237,7 +237,8 @@ def main() -> int:
             t0 = time.perf_counter()
             ctx = BenchContext(dist, torch, device, rank, world, int(os.environ.get("LOCAL_WORLD_SIZE", world)), bench["dtype"])
             ctx.enter = enter
-            reporter.data["bench"] = run_bench(ctx, bench["collectives"], bench["sizes"], bench["iters"], bench["warmup"], bench["check"], bench.get("timing", "host"))
+            reporter.data["bench"] = run_bench(ctx, bench["collectives"], bench["sizes"], bench["iters"], bench["warmup"], bench["check"], bench.get("timing", "host"),
+                                                 bench.get("max_bytes") or 0)
             reporter.data["timings"]["bench_s"] = time.perf_counter() - t0
         except Exception as exc:  # noqa: BLE001
             return _fail(reporter, "collective_error", exc)

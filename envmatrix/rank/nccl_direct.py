@@ -57,28 +57,32 @@ class DirectNccl:
     def _fail(self, rc: int, what: str) -> None:
         raise RuntimeError(f"{what}: NCCL error {rc}: {self.lib.ncclGetErrorString(rc).decode()}")
 
-    def _bound(self, fn: Any, what: str, *head: Any) -> "BoundLaunch":
-        return BoundLaunch(self, fn, what, head)
+    def _bound(self, fn: Any, what: str, *head: Any, shape: str, shift: tuple[int, int]) -> "BoundLaunch":
+        return BoundLaunch(self, fn, what, head, shape=shape, stride=shift[0], steps=shift[1])
 
     @staticmethod
     def _ptr(t: Any, offset: int = 0) -> ctypes.c_void_p:
         return ctypes.c_void_p(t.data_ptr() + offset)
 
-    def all_reduce(self, send: Any, recv: Any) -> "BoundLaunch":
+    # shift: (stride in bytes, steps) of nccl-tests' per-iteration buffer shift (BoundLaunch), (0, 1) for none
+    def all_reduce(self, send: Any, recv: Any, shift: tuple[int, int] = (0, 1)) -> "BoundLaunch":
         return self._bound(self.lib.ncclAllReduce, "ncclAllReduce", self._ptr(send), self._ptr(recv),
-                           ctypes.c_size_t(send.numel()), self.dtype, ctypes.c_int(_NCCL_SUM), self.comm)
+                           ctypes.c_size_t(send.numel()), self.dtype, ctypes.c_int(_NCCL_SUM), self.comm,
+                           shape=WITH_INT, shift=shift)
 
-    def all_gather(self, send: Any, recv: Any) -> "BoundLaunch":
+    def all_gather(self, send: Any, recv: Any, shift: tuple[int, int] = (0, 1)) -> "BoundLaunch":
         return self._bound(self.lib.ncclAllGather, "ncclAllGather", self._ptr(send), self._ptr(recv),
-                           ctypes.c_size_t(send.numel()), self.dtype, self.comm)
+                           ctypes.c_size_t(send.numel()), self.dtype, self.comm, shape=GATHER, shift=shift)
 
-    def reduce_scatter(self, send: Any, recv: Any) -> "BoundLaunch":
+    def reduce_scatter(self, send: Any, recv: Any, shift: tuple[int, int] = (0, 1)) -> "BoundLaunch":
         return self._bound(self.lib.ncclReduceScatter, "ncclReduceScatter", self._ptr(send), self._ptr(recv),
-                           ctypes.c_size_t(recv.numel()), self.dtype, ctypes.c_int(_NCCL_SUM), self.comm)
+                           ctypes.c_size_t(recv.numel()), self.dtype, ctypes.c_int(_NCCL_SUM), self.comm,
+                           shape=WITH_INT, shift=shift)
 
-    def broadcast(self, send: Any, recv: Any, root: int) -> "BoundLaunch":
+    def broadcast(self, send: Any, recv: Any, root: int, shift: tuple[int, int] = (0, 1)) -> "BoundLaunch":
         return self._bound(self.lib.ncclBroadcast, "ncclBroadcast", self._ptr(send), self._ptr(recv),
-                           ctypes.c_size_t(send.numel()), self.dtype, ctypes.c_int(root), self.comm)
+                           ctypes.c_size_t(send.numel()), self.dtype, ctypes.c_int(root), self.comm,
+                           shape=WITH_INT, shift=shift)
 
     def meet(self, stream: ctypes.c_void_p, synchronize: Callable[[], None]) -> None:
         """A one-element allreduce on ``stream``, then ``synchronize``: the ranks leave together.
@@ -94,36 +98,71 @@ class DirectNccl:
         launch.check(launch.on(stream)())
         synchronize()
 
-    def all_to_all(self, send: Any, recv: Any) -> "BoundLaunch":
-        # what nccl-tests' alltoall does: one grouped send and receive per peer
+    def all_to_all(self, send: Any, recv: Any, shift: tuple[int, int] = (0, 1)) -> "BoundLaunch":
+        """What nccl-tests' alltoall launches: ``ncclAlltoAll`` where the library has it (NCCL >= 2.28; nccl-tests
+        2.19.6 calls it there), else one group of a send and a receive per peer (its fall-through)."""
         chunk = send.numel() // self.world
+        n, lib, world = ctypes.c_size_t(chunk), self.lib, self.world
+        native = getattr(lib, "ncclAlltoAll", None)
+        if native is not None:
+            # ncclAlltoAll(sendbuff, recvbuff, count per peer, datatype, comm, stream): ncclAllGather's shape
+            return self._bound(native, "ncclAlltoAll", self._ptr(send), self._ptr(recv), n, self.dtype, self.comm,
+                               shape=GATHER, shift=shift)
         step = chunk * send.element_size()
-        n, lib = ctypes.c_size_t(chunk), self.lib
-        peers = [(self._ptr(send, p * step), self._ptr(recv, p * step), ctypes.c_int(p)) for p in range(self.world)]
+        peers_at: dict[tuple[int, int], list] = {}  # per shifted base: each peer's bound pointers, made once
 
-        def grouped(stream: ctypes.c_void_p) -> int:
+        def grouped(send_at: ctypes.c_void_p, recv_at: ctypes.c_void_p, count: ctypes.c_size_t, dtype: ctypes.c_int,
+                    step_bytes: ctypes.c_size_t, comm: ctypes.c_void_p, stream: ctypes.c_void_p) -> int:
+            key = (send_at.value, recv_at.value)
+            if key not in peers_at:
+                peers_at[key] = [(ctypes.c_void_p(key[0] + p * step_bytes.value),
+                                  ctypes.c_void_p(key[1] + p * step_bytes.value), ctypes.c_int(p)) for p in range(world)]
             rc = lib.ncclGroupStart()
-            for out, into, peer in peers:
-                rc = rc or lib.ncclSend(out, n, self.dtype, peer, self.comm, stream)
-                rc = rc or lib.ncclRecv(into, n, self.dtype, peer, self.comm, stream)
+            for out, into, peer in peers_at[key]:
+                rc = rc or lib.ncclSend(out, count, dtype, peer, comm, stream)
+                rc = rc or lib.ncclRecv(into, count, dtype, peer, comm, stream)
             return lib.ncclGroupEnd() or rc
 
-        return self._bound(grouped, "ncclSend/ncclRecv group")
+        return self._bound(grouped, "ncclSend/ncclRecv group", self._ptr(send), self._ptr(recv), n, self.dtype,
+                           ctypes.c_size_t(step), self.comm, shape=ALLTOALL, shift=shift)
+
+
+# What a BoundLaunch's head holds after the two buffers (the compiled window has one function per shape):
+WITH_INT = "with_int"  # count, datatype, op or root, comm (ncclAllReduce, ncclReduceScatter, ncclBroadcast)
+GATHER = "gather"  # count, datatype, comm (ncclAllGather, ncclAlltoAll)
+ALLTOALL = "alltoall"  # count per peer, datatype, bytes between peers, comm (a group of ncclSend/ncclRecv)
 
 
 class BoundLaunch:
-    """One collective with every argument but the stream converted once."""
+    """One collective with every argument but the stream converted once.
 
-    def __init__(self, direct: DirectNccl, fn: Callable[..., int], what: str, head: tuple) -> None:
+    ``head`` starts with the send and receive buffers; launch ``i`` of a window uses them ``(i % steps) * stride``
+    bytes further, as nccl-tests' startColl shifts its buffers per iteration "to avoid cache effects": a window that
+    launches on the same bytes every time can find them in the GPU's L2 cache (50 MB on H200) where nccl-tests
+    does not.
+    """
+
+    def __init__(self, direct: DirectNccl, fn: Callable[..., int], what: str, head: tuple, shape: str = WITH_INT,
+                 stride: int = 0, steps: int = 1) -> None:
         self.direct, self.fn, self.what, self.head = direct, fn, what, head
+        self.shape, self.stride, self.steps = shape, stride, max(1, steps)
 
-    def __call__(self) -> None:
-        self.check(self.fn(*self.head, self.direct._stream()))
+    def __call__(self, iteration: int = 0) -> None:
+        self.check(self.on(self.direct._stream(), iteration)())
 
-    def on(self, stream: ctypes.c_void_p) -> Callable[[], int]:
-        """The launch with its stream bound too, returning NCCL's code: a timed loop pays one foreign call per
-        launch and no Python frame of ours (about 1 us per launch less on 2xH200, bench/fidelity_h200.md)."""
-        return functools.partial(self.fn, *self.head, stream)
+    def on(self, stream: ctypes.c_void_p, iteration: int = 0) -> Callable[[], int]:
+        """Launch ``iteration`` with its stream bound too, returning NCCL's code: a timed loop pays one foreign call
+        per launch and no Python frame of ours (about 1 us per launch less on 2xH200, bench/fidelity_h200.md)."""
+        shift = (iteration % self.steps) * self.stride
+        head = self.head
+        if shift:
+            head = (ctypes.c_void_p(head[0].value + shift), ctypes.c_void_p(head[1].value + shift), *head[2:])
+        return functools.partial(self.fn, *head, stream)
+
+    def window(self, stream: ctypes.c_void_p, iters: int) -> list[Callable[[], int]]:
+        """The ``iters`` launches of one timed window, bound before its clock starts."""
+        bound = [self.on(stream, i) for i in range(min(iters, self.steps))]
+        return [bound[i % len(bound)] for i in range(iters)]
 
     def check(self, rc: int) -> None:
         if rc:
@@ -149,10 +188,12 @@ class NcclMemBlock:
 
 
 class Arena:
-    """One send and one receive block of the sweep's largest size; every size uses their first bytes (nccl-tests' layout)."""
+    """One send and one receive block of the sweep's maximum size (nccl-tests' -e, its ``maxbytes``); every size
+    starts at their first bytes (nccl-tests' layout), and a window's launches step through them (BenchContext.shift)."""
 
-    def __init__(self, send: Any, recv: Any) -> None:
+    def __init__(self, send: Any, recv: Any, span: int = 0) -> None:
         self.send, self.recv = send, recv  # uint8 tensors over NcclMemBlocks
+        self.span = span or send.numel()  # the bytes nccl-tests' per-iteration shift divides: maxbytes
 
     def view(self, block: Any, count: int, dtype: Any) -> Any:
         itemsize = block.new_empty(0, dtype=dtype).element_size()
@@ -168,7 +209,7 @@ def arena(direct: DirectNccl, nbytes: int) -> Optional[Arena]:
         # as_tensor copies when it places the memory on another device: then these are not nccl-tests' buffers
         if any(b.data_ptr() != r.__cuda_array_interface__["data"][0] or b.dtype != torch.uint8 for b, r in zip(blocks, raw)):
             return None
-        return Arena(*blocks)
+        return Arena(*blocks, span=nbytes)
     except Exception:  # an older libnccl without ncclMemAlloc, a torch that cannot wrap it: torch's buffers
         return None
 
