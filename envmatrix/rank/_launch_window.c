@@ -59,6 +59,13 @@ static int drain(const struct em_drain *d, void *comm, void *stream) {
     }
 }
 
+/* the end of every window: the drain, then the clock */
+static int finish(const struct em_drain *d, void *comm, void *stream, int64_t t0, int64_t *elapsed_ns) {
+    int rc = drain(d, comm, stream);
+    *elapsed_ns = now_ns() - t0;
+    return rc;
+}
+
 int em_window_with_int(const struct em_drain *d, void *fn, const char *send, char *recv, size_t count, int dtype,
                        int op_or_root, void *comm, void *stream, size_t stride, int steps, int iters,
                        int64_t *elapsed_ns) {
@@ -68,9 +75,7 @@ int em_window_with_int(const struct em_drain *d, void *fn, const char *send, cha
         int rc = ((with_int_fn)fn)(send + shift, recv + shift, count, dtype, op_or_root, comm, stream);
         if (rc) return rc;
     }
-    int rc = drain(d, comm, stream);
-    *elapsed_ns = now_ns() - t0;
-    return rc;
+    return finish(d, comm, stream, t0, elapsed_ns);
 }
 
 int em_window_gather(const struct em_drain *d, void *fn, const char *send, char *recv, size_t count, int dtype,
@@ -81,9 +86,7 @@ int em_window_gather(const struct em_drain *d, void *fn, const char *send, char 
         int rc = ((gather_fn)fn)(send + shift, recv + shift, count, dtype, comm, stream);
         if (rc) return rc;
     }
-    int rc = drain(d, comm, stream);
-    *elapsed_ns = now_ns() - t0;
-    return rc;
+    return finish(d, comm, stream, t0, elapsed_ns);
 }
 
 /* nccl-tests' alltoall: one group of a send and a receive of `count` elements per peer, `step` bytes apart */
@@ -101,9 +104,7 @@ int em_window_alltoall(const struct em_drain *d, void *group_start, void *group_
         int end_rc = ((group_fn)group_end)();
         if (rc || end_rc) return rc ? rc : end_rc;
     }
-    int rc = drain(d, comm, stream);
-    *elapsed_ns = now_ns() - t0;
-    return rc;
+    return finish(d, comm, stream, t0, elapsed_ns);
 }
 
 typedef int (*graph_launch_fn)(void *, void *);  /* cudaGraphLaunch(graphExec, stream) */
@@ -117,7 +118,5 @@ int em_window_graph(const struct em_drain *d, void *graph_launch, void *graph_ex
         int rc = ((graph_launch_fn)graph_launch)(graph_exec, stream);
         if (rc) return -rc;
     }
-    int rc = drain(d, comm, stream);
-    *elapsed_ns = now_ns() - t0;
-    return rc;
+    return finish(d, comm, stream, t0, elapsed_ns);
 }

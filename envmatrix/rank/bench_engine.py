@@ -9,6 +9,7 @@ integers, exact in every dtype offered, so the check is exact.
 from __future__ import annotations
 
 import ctypes
+import functools
 import statistics
 import time
 import warnings
@@ -31,7 +32,7 @@ class BenchContext:
         self.enter: Optional[Callable[[str], Any]] = None  # progress marker before each (collective, size)
         self.arena = None  # envmatrix.rank.nccl_direct.Arena: ncclMemAlloc'd buffers for the direct launches
         self.launch_stream: Any = None  # see host_stream()
-        # envmatrix.rank.launch_window.CompiledWindows: the host window's launches from compiled code, when built
+        # envmatrix.rank.launch_window.CompiledWindows: the host and graph windows from compiled code, when built
         self.windows: Any = None
 
     def host_stream(self) -> Any:
@@ -386,6 +387,7 @@ def _timed_graph(c: BenchContext, run: Callable[..., list], iters: int, graphs: 
     nccl-tests does; without it torch.cuda.graph captures, whose replay costs more GPU time per operation.
     """
     torch = c.torch
+    compiled: Optional[Callable[[], float]] = None  # the window from compiled code (cudart graphs with c.windows)
     side = torch.cuda.Stream(device=c.device)
     side.wait_stream(torch.cuda.current_stream(c.device))
     with torch.cuda.stream(side):
@@ -401,12 +403,8 @@ def _timed_graph(c: BenchContext, run: Callable[..., list], iters: int, graphs: 
             c.direct.pinned = None
         replay, finish, release = captured.launch, captured.synchronize, captured.close
         if c.windows is not None:  # the launches and the drain from compiled code, as nccl-tests' own
-            try:
-                _start_together(c, side)
-                return c.windows.graph_time_us(captured.graphs.lib.cudaGraphLaunch, captured.exe, c.direct.comm,
-                                               captured.stream, launches, iters)
-            finally:
-                release()
+            compiled = functools.partial(c.windows.graph_time_us, captured.graphs.lib.cudaGraphLaunch, captured.exe,
+                                         c.direct.comm, captured.stream, launches, iters)
     else:
         graph = torch.cuda.CUDAGraph()
         # thread_local: c10d's watchdog thread may query events while this thread captures
@@ -423,6 +421,8 @@ def _timed_graph(c: BenchContext, run: Callable[..., list], iters: int, graphs: 
         replay, finish, release = graph.replay, c.sync, (lambda: None)
     try:
         _start_together(c, side)
+        if compiled is not None:
+            return compiled()
         t0 = time.perf_counter()
         for _ in range(launches):
             replay()
@@ -527,8 +527,6 @@ def run_bench(
             # builders without a direct path (reduce, p2p patterns) ignore c.direct
             launch = "direct" if (c.direct is not None and used in DIRECT_TIMINGS and spec.direct) else "torch"
             capture = None
-            # windows of direct launches (host, cudart graph): launched from compiled code (as nccl-tests) or Python
-            loop = ("compiled" if c.windows is not None else "python") if used in DIRECT_TIMINGS and launch == "direct" else None
             if used == "blocking":
                 times = _timed_blocking(c, run, iters)
                 mean = sum(times) / len(times)
@@ -539,11 +537,13 @@ def run_bench(
 
                     graphs = runtime_graphs() if launch == "direct" else None
                     capture = "cudart" if graphs is not None else "torch"
-                    loop = "compiled" if graphs is not None and c.windows is not None else "python"
                     mean = _timed_graph(c, run, iters, graphs)
                 else:
                     mean = WINDOW_TIMERS[used](c, run, iters)
                 times = [mean]
+            # windows of direct launches (host, cudart graph) run from compiled code (as nccl-tests) or from Python
+            direct_window = used in DIRECT_TIMINGS and launch == "direct"
+            loop = ("compiled" if c.windows is not None and capture != "torch" else "python") if direct_window else None
             wrong = verify() if check else None
             participant = name != "p2p" or c.rank in p2p_pair(c.world, c.ppn)
             if not participant:
