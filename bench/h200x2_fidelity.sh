@@ -7,7 +7,8 @@
 #   GPUS=1 ...                               grid 1x1 on a one-GPU box: nccl-tests `-g 1` (MPI=1 build under
 #                                            `mpirun -np 1`; the MPI=0 layout is the same process, not built)
 #   OLD=DIR ...                              also times `--timing host` with the envmatrix package in DIR (e.g. an
-#                                            earlier commit's tree, carried): interleaved, as em_oldhost_r*
+#                                            earlier commit's tree, carried): interleaved, as em_oldhost_r*;
+#                                            OLD_TIMINGS="host graph" times both modes with it (em_oldgraph_r*)
 # The fair reference is one process per GPU, as envmatrix runs: nccl-tests built with MPI=1 and run as
 # `mpirun -np 2 ... -g 1` (default and -G 1). The single-process `-g 2` build (MPI=0) is measured beside it,
 # default timing only, to show how much the reference itself moves with the process layout.
@@ -87,7 +88,8 @@ envmatrix_bench() {  # timing repeat [package-dir label]
   (cd "${3:-$PWD}" && PYTHONPATH=/tmp/site:${3:-$PWD} timeout 200 python3 -m envmatrix bench --grid "$grid" "${sweep[@]}" -c "$clist" \
     --timing "$1" --timeout 180 --out "$raw/em_${label}_r$2") >>"$log" 2>&1 || echo "envmatrix $label r$2 rc=$?" >>"$log"
 }
-old_host() { [ -n "${OLD:-}" ] && envmatrix_bench host "$1" "$OLD" old; }
+old_timings=(${OLD_TIMINGS:-host})
+old_arm() { [ -n "${OLD:-}" ] || return 0; for t in "${old_timings[@]}"; do envmatrix_bench "$t" "$1" "$OLD" old; done; }
 
 tables() {  # rewritten after every repeat: a later failure or timeout keeps what was measured so far
   {
@@ -100,8 +102,11 @@ tables() {  # rewritten after every repeat: a later failure or timeout keeps wha
     echo
     python3 bench/fidelity_table.py "$grid" "$raw/em_graph_r*" "$raw/nt_mpi-graph_r*_*.txt" "graph vs mpirun -g 1 -G 1"
     if [ -n "${OLD:-}" ]; then
-      echo
-      python3 bench/fidelity_table.py "$grid" "$raw/em_oldhost_r*" "$raw/nt_mpi-default_r*_*.txt" "host of $OLD vs mpirun -g 1 default"
+      for t in "${old_timings[@]}"; do
+        echo
+        if [ "$t" = graph ]; then nt=graph flags=" -G 1"; else nt=default flags=" default"; fi
+        python3 bench/fidelity_table.py "$grid" "$raw/em_old${t}_r*" "$raw/nt_mpi-${nt}_r*_*.txt" "$t of $OLD vs mpirun -g 1$flags"
+      done
     fi
     if [ "$have_g2" = 1 ]; then
       echo
@@ -116,11 +121,11 @@ tables() {  # rewritten after every repeat: a later failure or timeout keeps wha
 for r in $(seq 1 "$repeats"); do
   echo "== repeat $r $(date -u +%T)" >>"$log"
   if [ $((r % 2)) = 1 ]; then
-    nccl_tests mpi default "$r"; envmatrix_bench host "$r"; old_host "$r"; nccl_tests g2 default "$r"
+    nccl_tests mpi default "$r"; envmatrix_bench host "$r"; old_arm "$r"; nccl_tests g2 default "$r"
     nccl_tests mpi graph "$r" -G 1; envmatrix_bench graph "$r"
   else
     envmatrix_bench graph "$r"; nccl_tests mpi graph "$r" -G 1
-    nccl_tests g2 default "$r"; old_host "$r"; envmatrix_bench host "$r"; nccl_tests mpi default "$r"
+    nccl_tests g2 default "$r"; old_arm "$r"; envmatrix_bench host "$r"; nccl_tests mpi default "$r"
   fi
   tables "$r"
   tar -czf "$OUT/raw.tgz" -C "$OUT" raw 2>>"$log"  # the device tool returns few files: one archive, refreshed per repeat

@@ -12,7 +12,10 @@ SCRIPT = textwrap.dedent(
     from envmatrix.rank.bench_engine import BenchContext, run_bench, BUILDERS
     dist.init_process_group("gloo", rank=0, world_size=1, init_method="tcp://127.0.0.1:%d" % int(sys.argv[1]))
     ctx = BenchContext(dist, torch, torch.device("cpu"), 0, 1, 1, "float32")
+    markers = []
+    ctx.enter = markers.append
     good = run_bench(ctx, list(BUILDERS), [64, 4096], iters=2, warmup=1)
+    ctx.enter = None
     blocking = run_bench(ctx, ["allreduce"], [64], iters=3, warmup=0, timing="blocking")
     try:
         run_bench(ctx, ["allreduce"], [64], iters=1, warmup=0, timing="graph")
@@ -26,7 +29,7 @@ SCRIPT = textwrap.dedent(
         return out
     dist.all_reduce = corrupt
     bad = run_bench(ctx, ["allreduce"], [64], iters=1, warmup=0)
-    print(json.dumps({"good": good, "bad": bad, "blocking": blocking, "graph_error": graph_error}), flush=True)
+    print(json.dumps({"markers": markers, "good": good, "bad": bad, "blocking": blocking, "graph_error": graph_error}), flush=True)
     # Without this, gloo's worker threads and the TCPStore server are torn down by static destructors
     # at interpreter exit; on a loaded machine a still-joinable std::thread there aborts the process
     # ("terminate called without an active exception"). envmatrix/rank/main.py does the same.
@@ -58,6 +61,9 @@ def test_engine_rows_and_wrong_detection(tmp_path):
     # host timing: one window per size, so min = median = max = the window mean
     ar = [r for r in good if r["collective"] == "allreduce"]
     assert all(r["time_min_us"] == r["time_us"] == r["time_max_us"] > 0 for r in ar)
+    # nccl-tests' order: every size warmed up (doubling from -b) before the collective's first window
+    ar_markers = [m for m in data["markers"] if m.startswith("allreduce@")]
+    assert ar_markers == [f"allreduce@{64 << k} warm-up" for k in range(7)] + ["allreduce@64", "allreduce@4096"]
     (blk,) = data["blocking"]
     assert blk["timing"] == "blocking" and blk["time_min_us"] <= blk["time_us"] <= blk["time_max_us"]
     assert "needs CUDA" in data["graph_error"] and "allowed here: host, blocking" in data["graph_error"]

@@ -2,7 +2,7 @@ import pytest
 
 from envmatrix.bench.aggregate import aggregate_rows
 from envmatrix.bench.formulas import ALL, bandwidths
-from envmatrix.bench.sizes import aligned_count, format_size, parse_size, size_sweep
+from envmatrix.bench.sizes import aligned_count, format_size, parse_size, size_sweep, warmup_sweep
 from envmatrix.errors import ConfigError
 
 
@@ -29,6 +29,14 @@ def test_sizes():
             parse_size(bad)
     with pytest.raises(ConfigError):
         size_sweep(64, 8)
+
+
+def test_warmup_sweep_doubles_from_the_smallest_size_to_e_like_nccl_tests():
+    assert warmup_sweep([8, 64, 512]) == [8, 16, 32, 64, 128, 256, 512]
+    # -b 8 -e 64M -f 8 sweeps up to 16M, nccl-tests warms up to 64M
+    assert warmup_sweep([8 << 20, 64 << 20 >> 2], 64 << 20) == [8 << 20, 16 << 20, 32 << 20, 64 << 20]
+    assert warmup_sweep([100, 200, 300]) == [100, 200]  # -i steps: still doubling, never past the largest
+    assert warmup_sweep([300, 100]) == [100, 200] and warmup_sweep([]) == []
 
 
 def test_aligned_count_like_nccl_tests():

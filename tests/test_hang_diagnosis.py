@@ -128,7 +128,8 @@ def test_passing_run_records_where_each_rank_ran(cli, tmp_path):
 
 
 def test_bench_hang_names_collective_and_size(cli, tmp_path):
-    """Markers count the checks and then every (collective, size) of the bench: seq 3 is allreduce at 4 KiB."""
+    """Markers count the checks, the bench's warm-ups (1K, 2K, 4K: seq 2-4) and then every (collective, size) of
+    the bench: seq 6 is allreduce's window at 4 KiB."""
     conf = write_conf(tmp_path / "b.yaml", """
 backend: gloo
 grids: [1x2]
@@ -137,11 +138,11 @@ probe:
   timeout_s: 30
   collectives: [allreduce]
   bench: {collectives: [allreduce], min_bytes: 1K, max_bytes: 4K, factor: 4, iters: 2, warmup: 1}
-  stall: {rank: 1, seq: 3}
+  stall: {rank: 1, seq: 6}
 """)
     done = cli.run("sweep", f"conf={conf}", "--out", str(tmp_path / "o"))
     assert done.returncode == 1, done.stderr + done.stdout
     (result,) = json.loads((tmp_path / "o" / "results.json").read_text())["results"]
     line = result["root_cause"]["line"]
-    assert line.endswith("in stall_here, before allreduce@4096 (seq 3); rank 0 wait in allreduce@4096 (seq 3)"), line
+    assert line.endswith("in stall_here, before allreduce@4096 (seq 6); rank 0 wait in allreduce@4096 (seq 6)"), line
     assert_no_processes(cli.marker)

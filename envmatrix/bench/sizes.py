@@ -42,6 +42,18 @@ def size_sweep(min_bytes: int, max_bytes: int, factor: Optional[float] = 2.0, st
     return sizes
 
 
+def warmup_sweep(sizes: list[int], max_bytes: int = 0) -> list[int]:
+    """The sizes nccl-tests warms up before it times any (its TimeTest): the smallest swept size, doubling, up to
+    -e (``max_bytes``, else the largest swept size), whatever -f/-i the sweep itself steps by."""
+    if not sizes:
+        return []
+    warm, size, largest = [], min(sizes), max(max(sizes), max_bytes)
+    while size <= largest:
+        warm.append(size)
+        size *= 2
+    return warm
+
+
 def aligned_count(size_bytes: int, type_size: int, ranks: int, split_by_ranks: bool) -> int:
     """Element count nccl-tests would use: rounded down to a multiple of n where chunks are per rank."""
     count = max(1, size_bytes // type_size)

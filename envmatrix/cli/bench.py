@@ -30,7 +30,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("-f", "--factor", type=float, default=2.0, help="size multiplication factor (default 2)")
     p.add_argument("-i", "--step-bytes", default=None, help="additive size step instead of a factor")
     p.add_argument("-n", "--iters", type=int, default=20, help="timed iterations per size (default 20)")
-    p.add_argument("-w", "--warmup", type=int, default=5, help="warmup iterations per size (default 5)")
+    p.add_argument("-w", "--warmup", type=int, default=5, help="warmup iterations per size, all sizes (doubling from -b to -e) before the first timed one, as nccl-tests (default 5)")
     p.add_argument("-d", "--dtype", default="float32", help="float32, float16, bfloat16 or int32")
     p.add_argument("--no-check", action="store_true", help="skip the #wrong check (nccl-tests -c 0)")
     p.add_argument("--timing", choices=tuple(TIMINGS), default=DEFAULT_TIMING,

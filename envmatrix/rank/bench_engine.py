@@ -1,6 +1,6 @@
 """Rank-side bench: timed, value-checked collectives over a size sweep (imports torch lazily).
 
-Per size: warmup, then ``iters`` launches timed as the chosen timing mode says
+Per collective: nccl-tests' warm-up over every size first; then per size ``iters`` launches timed as the chosen timing mode says
 (envmatrix/bench/timing.py; default: nccl-tests' host-clock window), then a fresh run whose result is compared with the exact
 expected values (nccl-tests' ``-c 1``: #wrong elements). Data are small
 integers, exact in every dtype offered, so the check is exact.
@@ -16,7 +16,7 @@ import warnings
 from typing import Any, Callable, Optional
 
 from envmatrix.bench.formulas import ALL, collective_spec
-from envmatrix.bench.sizes import aligned_count
+from envmatrix.bench.sizes import aligned_count, warmup_sweep
 from envmatrix.bench.timing import check_timing
 
 DTYPES = ("float32", "float16", "bfloat16", "int32")
@@ -478,6 +478,40 @@ def _barrier(c: BenchContext) -> None:
     c.sync()
 
 
+def _attach_direct(c: BenchContext, collectives: list[str], sizes: list[int], max_bytes: int) -> None:
+    """Launch straight into torch's communicator (nccl_direct.py) over buffers as large as the sweep's bound."""
+    from envmatrix.rank.launch_window import compiled_windows
+    from envmatrix.rank.nccl_direct import arena, attach
+
+    _barrier(c)  # torch creates its communicator lazily: make sure it exists before taking its pointer
+    c.direct = attach(c.dist, c.torch, c.device, str(c.dtype).replace("torch.", ""), c.world)
+    if c.direct is None:
+        return
+    largest = max(aligned_count(s, c.type_size, c.world, collective_spec(n).split_by_ranks)
+                  for n in collectives for s in sizes) * c.type_size
+    c.arena = arena(c.direct, max(largest, max_bytes))
+    c.windows = compiled_windows(c.direct.lib)
+
+
+def _warm_up(c: BenchContext, name: str, sizes: list[int], warmup: int, max_bytes: int = 0) -> None:
+    """nccl-tests' warm-up (its TimeTest): before the first window of a collective, ``warmup`` launches at every
+    size of ``warmup_sweep``, each shifted by its iteration, each size drained. Why not right before each size's
+    window: those launches left the window's iterations 1 to ``warmup - 1`` in the GPU's L2 cache, and 2 MiB
+    ran up to 15 % faster than nccl-tests' on one H100 and one H200 (bench/fidelity_h200.md)."""
+    if warmup <= 0:
+        return
+    spec = collective_spec(name)
+    for size in warmup_sweep(sizes, max_bytes):
+        if c.enter is not None:
+            c.enter(f"{name}@{size} warm-up")
+        run, _ = BUILDERS[name](c, aligned_count(size, c.type_size, c.world, spec.split_by_ranks))
+        warm = getattr(run, "direct_launch", None) if c.direct is not None else None
+        for i in range(warmup):
+            warm(i) if warm is not None else run()  # nccl-tests shifts its warmups' buffers too
+        c.sync()
+        del run
+
+
 def run_bench(
     c: BenchContext,
     collectives: list[str],
@@ -500,29 +534,16 @@ def run_bench(
         if name in ("p2p", "sendrecv") and c.world < 2:
             continue  # point-to-point needs a peer
         spec = collective_spec(name)
+        used = effective_timing(timing, name)
+        if used in DIRECT_TIMINGS and c.direct is None and not tried_direct:
+            tried_direct = True
+            _attach_direct(c, collectives, sizes, max_bytes)
+        _warm_up(c, name, sizes, warmup, max_bytes)
         for size in sizes:
             count = aligned_count(size, c.type_size, c.world, spec.split_by_ranks)
-            used = effective_timing(timing, name)
-            if used in DIRECT_TIMINGS and c.direct is None and not tried_direct:
-                from envmatrix.rank.nccl_direct import arena, attach
-
-                tried_direct = True
-                _barrier(c)  # torch creates its communicator lazily: make sure it exists before taking its pointer
-                c.direct = attach(c.dist, c.torch, c.device, str(c.dtype).replace("torch.", ""), c.world)
-                if c.direct is not None:
-                    largest = max(aligned_count(s, c.type_size, c.world, collective_spec(n).split_by_ranks)
-                                  for n in collectives for s in sizes) * c.type_size
-                    largest = max(largest, max_bytes)
-                    c.arena = arena(c.direct, largest)
-                    from envmatrix.rank.launch_window import compiled_windows
-
-                    c.windows = compiled_windows(c.direct.lib)
             if c.enter is not None:
                 c.enter(f"{name}@{size}")
             run, verify = BUILDERS[name](c, count)
-            warm = getattr(run, "direct_launch", None) if c.direct is not None else None
-            for i in range(warmup):
-                warm(i) if warm is not None else run()  # nccl-tests shifts its warmups' buffers too
             _barrier(c)
             # builders without a direct path (reduce, p2p patterns) ignore c.direct
             launch = "direct" if (c.direct is not None and used in DIRECT_TIMINGS and spec.direct) else "torch"
