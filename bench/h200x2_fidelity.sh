@@ -9,6 +9,8 @@
 #   OLD=DIR ...                              also times `--timing host` with the envmatrix package in DIR (e.g. an
 #                                            earlier commit's tree, carried): interleaved, as em_oldhost_r*;
 #                                            OLD_TIMINGS="host graph" times both modes with it (em_oldgraph_r*)
+#   G2=0 ...                                 skips the single-process `-g 2` reference (its build and its runs,
+#                                            about a third of the call) when device time is short
 # The fair reference is one process per GPU, as envmatrix runs: nccl-tests built with MPI=1 and run as
 # `mpirun -np 2 ... -g 1` (default and -G 1). The single-process `-g 2` build (MPI=0) is measured beside it,
 # default timing only, to show how much the reference itself moves with the process layout.
@@ -56,11 +58,11 @@ build() {  # mpi builddir
     || echo "build MPI=$mpi failed rc=$? (see build_mpi$mpi.log)" >>"$log"
 }
 NT1=$SRC/build_g2 NTM=$SRC/build_mpi
-if [ "$gpus" = 1 ]; then build 1 "$NTM"; else build 0 "$NT1" & build 1 "$NTM" & wait; fi
+if [ "$gpus" = 1 ] || [ "${G2:-1}" = 0 ]; then build 1 "$NTM"; else build 0 "$NT1" & build 1 "$NTM" & wait; fi
 echo "== builds done after $(( $(date +%s) - t_start )) s" >>"$log"
 have_g2=1 have_mpi=1
 for c in "${colls[@]}"; do
-  [ -x "$NT1/${binary[$c]}" ] && [ "$gpus" != 1 ] || have_g2=0
+  [ -x "$NT1/${binary[$c]}" ] && [ "$gpus" != 1 ] && [ "${G2:-1}" != 0 ] || have_g2=0
   [ -x "$NTM/${binary[$c]}" ] || have_mpi=0
 done
 [ $have_mpi = 1 ] || echo "no MPI=1 binaries: the mpirun -g 1 reference is skipped" >>"$log"
