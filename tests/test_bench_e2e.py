@@ -21,18 +21,22 @@ def test_bench_command_on_two_emulated_nodes(cli, tmp_path):
     assert "busbw (GB/s) vs size" in done.stdout and "ps_sharded" in done.stdout
     (report,) = out.glob("bench_*.md")
     text = report.read_text()
-    assert "## allreduce (out-of-place, timing: host)" in text and "| 16K |" in text
-    assert "## ps_sharded (out-of-place, timing: blocking)" in text
+    # torch's own allreduce/broadcast (gloo: no direct launches) and the parameter-server pattern run in place
+    assert "## allreduce (in-place, timing: host)" in text and "| 16K |" in text
+    assert "## allgather (out-of-place, timing: host)" in text and "## broadcast (in-place, timing: host)" in text
+    assert "## ps_sharded (out-of-place, timing: blocking)" in text and "## ps_central (in-place, timing: blocking)" in text
     # sections in -c order, not alphabetical (issue 22 item 7)
     assert text.index("## allreduce") < text.index("## allgather") < text.index("## alltoall") < text.index("## broadcast")
     with sqlite3.connect(out / "results.sqlite") as db:
         rows = db.execute("SELECT collective, size_bytes, busbw_gbps, wrong FROM metrics").fetchall()
+        in_place = dict(db.execute("SELECT DISTINCT collective, in_place FROM metrics").fetchall())
         timings = {json.loads(r)["timing"] for (r,) in db.execute("SELECT row_json FROM metrics")}
     assert timings == {"host", "blocking"}
     assert len(rows) == 9 * 3
     assert all(wrong == 0 for *_, wrong in rows)
     by = {(c, s): b for c, s, b, _ in rows}
     assert by[("ps_central", 1024)] is None and by[("allreduce", 1024)] > 0
+    assert {c for c, ip in in_place.items() if ip} == {"allreduce", "broadcast", "ps_central"}
 
 
 def test_bench_bad_flags_are_one_line_errors(cli, tmp_path):

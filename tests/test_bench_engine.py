@@ -58,6 +58,8 @@ def test_engine_rows_and_wrong_detection(tmp_path):
     assert data["bad"][0]["wrong"] == 1
     timing = {r["collective"]: r["timing"] for r in good}
     assert timing["allreduce"] == "host" and timing["ps_sharded"] == "blocking"
+    # torch's own calls: allreduce, broadcast, reduce and ps_central overwrite their input (nccl-tests' in-place)
+    assert {r["collective"] for r in good if r["in_place"]} == {"allreduce", "broadcast", "reduce", "ps_central"}
     # host timing: one window per size, so min = median = max = the window mean
     ar = [r for r in good if r["collective"] == "allreduce"]
     assert all(r["time_min_us"] == r["time_us"] == r["time_max_us"] > 0 for r in ar)

@@ -1,6 +1,6 @@
 import pytest
 
-from envmatrix.bench.aggregate import aggregate_rows
+from envmatrix.bench.aggregate import aggregate_rows, headline_rows
 from envmatrix.bench.formulas import ALL, bandwidths
 from envmatrix.bench.sizes import aligned_count, format_size, parse_size, size_sweep, warmup_sweep
 from envmatrix.errors import ConfigError
@@ -55,3 +55,26 @@ def test_aggregate_averages_rank_times_then_computes_bandwidth():
     assert row["time_us"] == 5000.0 and row["wrong"] == 2 and row["time_min_us"] == 3990.0 and row["time_max_us"] == 6010.0
     assert row["algbw_gbps"] == pytest.approx((1 << 30) / 5e-3 / 1e9)
     assert row["busbw_gbps"] == pytest.approx(row["algbw_gbps"] * 1.0)
+
+
+def test_headline_rows_prefer_out_of_place_per_point_and_keep_in_place_only_points():
+    # nccl-tests output holds both columns per size; a torch-path run holds in-place allreduce beside
+    # out-of-place allgather: each point keeps its out-of-place row if measured, else its in-place one
+    rows = [
+        {"collective": "allreduce", "size_bytes": 64, "dtype": "float32", "in_place": True, "busbw_gbps": 1.0},
+        {"collective": "allreduce", "size_bytes": 64, "dtype": "float32", "in_place": False, "busbw_gbps": 2.0},
+        {"collective": "allgather", "size_bytes": 64, "dtype": "float32", "in_place": False, "busbw_gbps": 3.0},
+        {"collective": "allgather", "size_bytes": 64, "dtype": "float32", "in_place": True, "busbw_gbps": 4.0},
+        {"collective": "broadcast", "size_bytes": 64, "dtype": "float32", "in_place": True, "busbw_gbps": 5.0},
+        {"collective": "broadcast", "size_bytes": 64, "dtype": "int32", "in_place": False, "busbw_gbps": 6.0},
+    ]
+    assert [r["busbw_gbps"] for r in headline_rows(rows)] == [2.0, 3.0, 5.0, 6.0]
+    assert headline_rows([]) == []
+
+
+def test_aggregate_keeps_the_ranks_placement():
+    row = {"collective": "allreduce", "size_bytes": 64, "dtype": "float32", "time_us": 5.0, "time_min_us": 5.0,
+           "time_median_us": 5.0, "time_max_us": 5.0, "wrong": 0}
+    (inplace,) = aggregate_rows([{**row, "in_place": True}], 1)
+    (oop,) = aggregate_rows([row], 1)
+    assert inplace["in_place"] is True and oop["in_place"] is False

@@ -53,6 +53,8 @@ def test_aggregate_keeps_c_order_records_timing_and_time_within_min_max():
 def test_tables_name_the_timing_of_every_number():
     out = aggregate_rows([_rank_row("allreduce", 64, 5.0, "graph"), _rank_row("ps_sharded", 64, 9.0, "blocking")], 1)
     assert collective_title(out, "allreduce") == "allreduce (out-of-place, timing: graph)"
+    in_place = aggregate_rows([{**_rank_row("allreduce", 64, 5.0), "in_place": True}], 1)
+    assert collective_title(in_place, "allreduce") == "allreduce (in-place, timing: host)"
     assert timing_label(out) == "timing: graph, blocking"
     assert timing_label([{"collective": "allreduce"}]) == "timing: unrecorded"
 

@@ -10,9 +10,21 @@ Rows keep the order collectives were asked in (``-c``), sizes ascending.
 from __future__ import annotations
 
 import statistics
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 from envmatrix.bench.formulas import bandwidths
+
+
+def headline_rows(metrics: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """Per (collective, size, dtype), the out-of-place row where there is one, else the in-place row, in input
+    order. Why per point: nccl-tests' headline is its out-of-place column, but torch's own allreduce, broadcast and
+    reduce only run in place, so a run may hold in-place rows for some collectives and out-of-place for others."""
+    chosen: dict[tuple, Mapping[str, Any]] = {}
+    for m in metrics:
+        key = (m.get("collective"), m.get("size_bytes"), m.get("dtype"))
+        if key not in chosen or (chosen[key].get("in_place") and not m.get("in_place")):
+            chosen[key] = m
+    return list(chosen.values())
 
 
 def aggregate_rows(rank_rows: Iterable[dict[str, Any]], ranks: int) -> list[dict[str, Any]]:
@@ -29,7 +41,7 @@ def aggregate_rows(rank_rows: Iterable[dict[str, Any]], ranks: int) -> list[dict
                 "size_bytes": size,
                 "count": rows[0].get("count"),
                 "dtype": dtype,
-                "in_place": False,
+                "in_place": bool(rows[0].get("in_place")),  # torch's own allreduce/broadcast/reduce
                 "time_us": time_us,
                 "time_min_us": min(r["time_min_us"] for r in rows),
                 "time_median_us": statistics.median(r["time_median_us"] for r in rows),

@@ -76,6 +76,7 @@ class BenchContext:
 
 # Each builder returns (run_once, check) for one size: run_once performs the operation,
 # check() re-initialises inputs, runs once more and returns the number of wrong elements.
+# run_once.in_place: True where the result overwrites the input (nccl-tests' in-place column).
 Builder = Callable[[BenchContext, int], tuple[Callable[[], None], Callable[[], int]]]
 
 
@@ -92,6 +93,7 @@ def build_allreduce(c: BenchContext, count: int):
         return [c.dist.all_reduce(buf, async_op=async_op)]
 
     run.direct_launch = launch  # the timers bind it to their stream and shift it per iteration
+    run.in_place = out is buf
 
     def check():
         buf.copy_(c.pattern(count, c.rank))
@@ -188,6 +190,7 @@ def build_broadcast(c: BenchContext, count: int):
         return [c.dist.broadcast(buf, 0, async_op=async_op)]
 
     run.direct_launch = launch  # the timers bind it to their stream and shift it per iteration
+    run.in_place = out is buf
 
     def check():
         buf.copy_(c.pattern(count, c.rank))
@@ -203,6 +206,8 @@ def build_reduce(c: BenchContext, count: int):
 
     def run(async_op=False):
         return [c.dist.reduce(buf, 0, async_op=async_op)]
+
+    run.in_place = True
 
     def check():
         buf.copy_(c.pattern(count, c.rank))
@@ -267,6 +272,8 @@ def build_ps_central(c: BenchContext, count: int):
         c.dist.reduce(buf, 0)
         c.dist.broadcast(buf, 0)
         return []
+
+    run.in_place = True
 
     def check():
         buf.copy_(c.pattern(count, c.rank))
@@ -584,6 +591,8 @@ def run_bench(
                     "buffers": "ncclMemAlloc" if launch == "direct" and c.arena is not None else "torch",
                     "capture": capture,  # graph timing: cudart (as nccl-tests -G) or torch.cuda.graph
                     "loop": loop,
+                    # nccl-tests' placement: torch's own allreduce, broadcast and reduce only run in place
+                    "in_place": bool(getattr(run, "in_place", False)),
                     "time_min_us": min(times),
                     "time_median_us": statistics.median(times),
                     "time_max_us": max(times),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Optional, Sequence
 
+from envmatrix.bench.aggregate import headline_rows
 from envmatrix.bench.sizes import format_size
 from envmatrix.results import ProbeResult
 
@@ -26,11 +27,13 @@ def timing_label(metrics: Sequence[dict[str, Any]], collective: Optional[str] = 
 
 
 def collective_title(metrics: Sequence[dict[str, Any]], collective: str) -> str:
-    return f"{collective} (out-of-place, {timing_label(metrics, collective)})"
+    rows = [m for m in headline_rows(metrics) if m["collective"] == collective]
+    placement = "in-place" if rows and all(m.get("in_place") for m in rows) else "out-of-place"
+    return f"{collective} ({placement}, {timing_label(metrics, collective)})"
 
 
 def nccl_tests_rows(metrics: Sequence[dict[str, Any]], collective: str) -> list[tuple[str, ...]]:
-    rows = [m for m in metrics if m["collective"] == collective]
+    rows = [m for m in headline_rows(metrics) if m["collective"] == collective]
     return [
         (
             str(m["size_bytes"]),
@@ -51,7 +54,7 @@ def nccl_tests_rows(metrics: Sequence[dict[str, Any]], collective: str) -> list[
 def busbw_by_size(metrics: Sequence[dict[str, Any]]) -> tuple[list[str], list[tuple[str, ...]]]:
     """Seed 002's form: rows = message size, columns = collectives, cells = busbw (algbw when undefined)."""
     collectives = list(dict.fromkeys(m["collective"] for m in metrics))
-    cell = {(m["collective"], m["size_bytes"]): m for m in metrics}
+    cell = {(m["collective"], m["size_bytes"]): m for m in headline_rows(metrics)}
     sizes = sorted({m["size_bytes"] for m in metrics})
     rows = []
     for size in sizes:
@@ -72,7 +75,7 @@ def busbw_by_setup(results: Sequence[ProbeResult], grid: str, size: Optional[int
     for c in collectives:
         values = []
         for s in setups:
-            ms = [m for r in chosen if r.setup_name == s for m in r.metrics if m["collective"] == c]
+            ms = [m for r in chosen if r.setup_name == s for m in headline_rows(r.metrics) if m["collective"] == c]
             if size is not None:
                 ms = [m for m in ms if m["size_bytes"] == size]
             best = max(ms, key=lambda m: m["size_bytes"], default=None)

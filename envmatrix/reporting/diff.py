@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Optional, Sequence
 
+from envmatrix.bench.aggregate import headline_rows
 from envmatrix.reporting.bench_tables import headline_bw
 from envmatrix.results import ProbeResult
 
@@ -80,7 +81,7 @@ def _cells(results: Sequence[ProbeResult]) -> dict[CellKey, ProbeResult]:
 
 
 def _bw_points(result: ProbeResult) -> dict[tuple[str, int], float]:
-    rows = [m for m in result.metrics if not m.get("in_place")] or list(result.metrics)
+    rows = headline_rows(result.metrics)
     return {(m["collective"], int(m["size_bytes"])): float(headline_bw(m)) for m in rows if headline_bw(m) is not None}
 
 

@@ -13,6 +13,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence
 
+from envmatrix.bench.aggregate import headline_rows
 from envmatrix.reporting.bench_tables import headline_bw
 from envmatrix.reporting.hosts import algorithms_line, root_cause_host
 from envmatrix.results import ProbeResult
@@ -113,7 +114,7 @@ def build_curves(results: Sequence[ProbeResult]) -> dict[str, list[Curve]]:
     """busbw and time vs size per collective, one curve per (setup, grid); out-of-place rows when both exist."""
     out: dict[str, list[Curve]] = {}
     for r in results:
-        rows = [m for m in r.metrics if not m.get("in_place")] or list(r.metrics)
+        rows = headline_rows(r.metrics)
         for collective in dict.fromkeys(m["collective"] for m in rows):
             ms = sorted((m for m in rows if m["collective"] == collective and headline_bw(m) is not None), key=lambda m: m["size_bytes"])
             if not ms:

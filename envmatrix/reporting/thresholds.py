@@ -79,9 +79,10 @@ def _ratio(check: Check) -> float:
 
 def measured_points(result: ProbeResult) -> dict[tuple[str, int, str], float]:
     """(collective, size, metric) -> value; out-of-place rows when a run has both (as nccl-tests' headline)."""
+    from envmatrix.bench.aggregate import headline_rows
     from envmatrix.reporting.bench_tables import headline_bw
 
-    rows = [m for m in result.metrics if not m.get("in_place")] or list(result.metrics)
+    rows = headline_rows(result.metrics)
     points: dict[tuple[str, int, str], float] = {}
     for m in rows:
         key = (str(m.get("collective")), int(m.get("size_bytes") or 0))

@@ -19,6 +19,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional, Sequence
 
+from envmatrix.bench.aggregate import headline_rows
 from envmatrix.bench.sizes import format_size, parse_size
 from envmatrix.errors import ConfigError, did_you_mean
 
@@ -125,12 +126,10 @@ def parse_objectives(raw: Any, where: str, grids: Sequence[str]) -> tuple[Object
 
 
 def _row(rows: Sequence[Mapping[str, Any]], collective: str, size: Optional[int]) -> Optional[Mapping[str, Any]]:
-    mine = [r for r in rows if r.get("collective") == collective]
+    mine = [r for r in headline_rows(rows) if r.get("collective") == collective]
     if size is None:
         size = max((int(r["size_bytes"]) for r in mine), default=None)
     hits = [r for r in mine if int(r.get("size_bytes", -1)) == size]
-    # out-of-place first, like nccl-tests' headline numbers
-    hits.sort(key=lambda r: bool(r.get("in_place")))
     return hits[0] if hits else None
 
 
@@ -159,10 +158,11 @@ def evaluate(objective: Objective, metrics: Mapping[str, Sequence[Mapping[str, A
 
 
 def compact_metrics(rows: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, float]]:
-    """{collective: {size_bytes: busbw}} of out-of-place rows: small enough for trial attributes."""
+    """{collective: {size_bytes: busbw}} of the headline rows (out-of-place where measured): small enough for trial
+    attributes."""
     out: dict[str, dict[str, float]] = {}
-    for r in rows:
-        if r.get("in_place") or r.get("busbw_gbps") is None:
+    for r in headline_rows(rows):
+        if r.get("busbw_gbps") is None:
             continue
         out.setdefault(str(r["collective"]), {})[str(int(r["size_bytes"]))] = round(float(r["busbw_gbps"]), 4)
     return out
