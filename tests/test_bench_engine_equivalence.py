@@ -1,10 +1,10 @@
-"""bench/engine_equivalence.py: old/new sweep dirs agree unless an outcome or root cause differs (issue 18)."""
+"""benchmarks/engine_equivalence.py: old/new sweep dirs agree unless an outcome or root cause differs (issue 18)."""
 import importlib.util
 import json
 import pathlib
 
 spec = importlib.util.spec_from_file_location(
-    "engine_equivalence", pathlib.Path(__file__).parents[1] / "bench" / "engine_equivalence.py")
+    "engine_equivalence", pathlib.Path(__file__).parents[1] / "benchmarks" / "engine_equivalence.py")
 equivalence = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(equivalence)
 

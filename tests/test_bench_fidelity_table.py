@@ -1,9 +1,9 @@
-"""bench/fidelity_table.py: ratio of medians, per-size target bands, pass/miss counts (issue 16)."""
+"""benchmarks/fidelity_table.py: ratio of medians, per-size target bands, pass/miss counts (issue 16)."""
 
 import importlib.util
 import pathlib
 
-spec = importlib.util.spec_from_file_location("fidelity_table", pathlib.Path(__file__).parents[1] / "bench" / "fidelity_table.py")
+spec = importlib.util.spec_from_file_location("fidelity_table", pathlib.Path(__file__).parents[1] / "benchmarks" / "fidelity_table.py")
 ft = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(ft)
 

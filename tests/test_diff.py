@@ -14,7 +14,7 @@ from envmatrix.reporting.diff import diff_runs, parse_threshold
 from envmatrix.reporting.html_model import load_results
 from envmatrix.store.sqlite import SqliteStore
 
-GPU_BENCH = REPO / "bench" / "results" / "h200_fidelity" / "run2_2x2" / "envmatrix"  # a real 2x2 NCCL bench on H200s
+GPU_BENCH = REPO / "benchmarks" / "results" / "h200_fidelity" / "run2_2x2" / "envmatrix"  # a real 2x2 NCCL bench on H200s
 
 
 def gpu_result():

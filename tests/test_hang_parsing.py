@@ -90,7 +90,7 @@ def test_nccl_tail_keeps_the_last_nccl_lines():
     assert nccl_tail(log, 3) == [f"h:1:1 [0] NCCL INFO line {i}" for i in (17, 18, 19)]
 
 
-# NCCL 2.28.9's RAS answer to STATUS on the 2xH200 box (bench/h200x2_hang_topo.sh, local launcher): rank 1 stalled
+# NCCL 2.28.9's RAS answer to STATUS on the 2xH200 box (benchmarks/h200x2_hang_topo.sh, local launcher): rank 1 stalled
 # before its allgather (probe.stall), rank 0 had launched it.
 RAS_STATUS = (DATA / "nccl_ras" / "status_2.28.9.txt").read_text()
 

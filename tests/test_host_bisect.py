@@ -16,7 +16,7 @@ from conftest import assert_no_processes
 from envmatrix.bisect.hosts import FAILING, OK, SLOW, UNRESOLVED, Evidence, first_round, localise, parse_host_list, round_robin
 from envmatrix.errors import ConfigError
 
-_spec = importlib.util.spec_from_file_location("host_bisect_costs", pathlib.Path(__file__).parents[1] / "bench" / "host_bisect_costs.py")
+_spec = importlib.util.spec_from_file_location("host_bisect_costs", pathlib.Path(__file__).parents[1] / "benchmarks" / "host_bisect_costs.py")
 costs = importlib.util.module_from_spec(_spec)
 sys.modules["host_bisect_costs"] = costs  # its dataclass looks its module up
 _spec.loader.exec_module(costs)
@@ -227,7 +227,7 @@ def test_a_rate_limited_host_is_found_slow_against_the_configs_expect_threshold(
     cluster = ns_cluster(4)
     cluster.rate_limit("node1", "8mbit")
     # One rank per host: a round's wall time is mostly its ranks' torch imports on two shared cores (17 of 23 s
-    # per rank at 2 ranks per host under CI load), so ranks per round set the cost (bench/host_bisect_costs.md).
+    # per rank at 2 ranks per host under CI load), so ranks per round set the cost (benchmarks/host_bisect_costs.md).
     # Unshaped, 2 and 3 hosts reach ~0.05-0.1 GB/s; capped at 8 Mbit/s at most 0.001: the floor sits 5x from the
     # cap, 10x from the unshaped figure. A host alone (1x1) has no floor: its run says whether it fails alone.
     probe = {"timeout_s": 120, "bench": {"collectives": ["allreduce"], "min_bytes": "256K", "max_bytes": "256K", "iters": 3, "warmup": 1}}

@@ -21,7 +21,7 @@ def test_ib_devices_keep_their_port():
 
 # NCCL 2.28 src/enqueue.cc: INFO(NCCL_TUNING, "%s: %ld Bytes -> Algo %s proto %s channel{Lo..Hi}={%d..%d}", ...),
 # printed by rank 0 per collective call. No recorded GPU log with TUNING lines exists yet
-# (bench/h200x2_hang_topo.sh records one); these lines follow that format string.
+# (benchmarks/h200x2_hang_topo.sh records one); these lines follow that format string.
 TUNING = """\
 h200:5344:5344 [0] NCCL INFO AllReduce: 8 Bytes -> Algo TREE proto LL channel{Lo..Hi}={0..0}
 h200:5344:5344 [0] NCCL INFO AllReduce: 1073741824 Bytes -> Algo RING proto SIMPLE channel{Lo..Hi}={0..31}
@@ -46,7 +46,7 @@ def test_no_tuning_lines_no_algorithms():
 
 
 def test_tuning_lines_recorded_on_the_h200_box():
-    """NCCL 2.28.9's own lines (bench/h200x2_hang_topo.sh, 1x2, 1 Mi floats: the hang runs' nccl tails, local
+    """NCCL 2.28.9's own lines (benchmarks/h200x2_hang_topo.sh, 1x2, 1 Mi floats: the hang runs' nccl tails, local
     launcher then mpirun): 4 MiB AllReduce and AllGather on RING/SIMPLE over channels 0..23."""
     summary = parse_nccl_log((DATA / "h200x2_2.28.9_tails.log").read_text())
     assert [(t.collective, t.size_bytes, t.algorithm, t.protocol, t.channels) for t in summary.tuning] == [

@@ -117,7 +117,7 @@ def test_packaged_data_dirs_resolve_to_the_checkout_here():
     climbing = re.compile(r"parents\[\d+\]|\.parent\.parent")
     assert not [p for p in (REPO / "envmatrix").rglob("*.py") if climbing.search(p.read_text())], "use envmatrix.paths"
     # bench scripts may find their own checkout (recorded results, test data), never packaged data that way
-    assert not [p for p in (REPO / "bench").glob("*.py") if re.search(r"(REPO|parent\.parent)\W+\(?\s*[\"']?(conf|search_spaces|launchers)\b", p.read_text())]
+    assert not [p for p in (REPO / "benchmarks").glob("*.py") if re.search(r"(REPO|parent\.parent)\W+\(?\s*[\"']?(conf|search_spaces|launchers)\b", p.read_text())]
 
 
 def test_deptry_passes_and_catches_an_undeclared_import(tmp_path):

@@ -49,16 +49,16 @@ REPO = Path(__file__).resolve().parents[1]
 
 @pytest.mark.parametrize("grid, allowed", [("1x4", 48), ("2x2", 36)])
 def test_recorded_exhaustive_search_stores_still_load(grid, allowed, monkeypatch):
-    """The committed box stores (bench/results/h200_search) are read by today's store and search code:
+    """The committed box stores (benchmarks/results/h200_search) are read by today's store and search code:
     every allowed config has a passed result, each recorded with the NCCL really loaded and NVLS off on every rank."""
     import gzip
     import sqlite3
     import sys
 
-    monkeypatch.syspath_prepend(str(REPO / "bench"))
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
     import search_efficiency
 
-    store = REPO / "bench" / "results" / "h200_search" / f"exhaustive_{grid}.sqlite.gz"
+    store = REPO / "benchmarks" / "results" / "h200_search" / f"exhaustive_{grid}.sqlite.gz"
     space, objectives, grids = search_efficiency.load_search(REPO / "conf" / f"search_h200_{grid}.yaml")
     table = search_efficiency.table_from_store(store, space, objectives)
     assert grids == [grid] and len(space.allowed_rows()) == allowed and len(table) == allowed

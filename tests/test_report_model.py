@@ -10,7 +10,7 @@ from envmatrix.reporting.bench_tables import headline_bw
 from envmatrix.reporting.html_model import SearchModel, SearchTrial, best_so_far, build_curves, build_matrix_model, load_results
 
 EXAMPLES = REPO / "reports" / "examples"
-GPU_BENCH = REPO / "bench" / "results" / "h200_fidelity" / "run2_2x2" / "envmatrix"
+GPU_BENCH = REPO / "benchmarks" / "results" / "h200_fidelity" / "run2_2x2" / "envmatrix"
 
 
 def test_matrix_cells_keep_outcome_root_cause_and_transport():

@@ -10,7 +10,7 @@ from typing import Any, Dict, List, Optional
 # search.trials). It lives here, under both, because config composes before any search runs.
 SEARCH_DEFAULTS: dict[str, Any] = {
     "trials": 20,
-    "sampler": "structured",  # measured: bench/search_landscapes.md
+    "sampler": "structured",  # measured: benchmarks/search_landscapes.md
     "seed": None,  # None: the config's top-level seed
     "storage": None,  # None: sqlite:///<run dir>/study.sqlite
     "study_name": None,  # None: the config's name

@@ -90,7 +90,7 @@ class BuiltinProbe(Probe):
         "stall": None,  # fault injection: {rank: R, seq: N} -> rank R stops before its Nth collective (0: before init; a hang)
         "async_op": False,  # checks call collectives with async_op=True and wait on the handle (NCCL's behaviour, on gloo)
         # After a passing verdict: destroy the process group (a destroy that hangs or fails is seen), or exit at once
-        # (~0.5 s less per config on H200, bench/throughput.md; the driver frees the context; destroy goes unchecked).
+        # (~0.5 s less per config on H200, benchmarks/throughput.md; the driver frees the context; destroy goes unchecked).
         "teardown": "destroy",
     }
 

@@ -2,7 +2,7 @@
 
    Why: at small messages nccl-tests' host-clock window is bound by the host cost of each launch, and a Python
    loop of the same ncclAllReduce calls costs 1.2-3 us more per launch than nccl-tests' C loop on 2xH200
-   (bench/fidelity_h200.md). These functions run the whole window as nccl-tests' common.cu does: clock,
+   (benchmarks/fidelity_h200.md). These functions run the whole window as nccl-tests' common.cu does: clock,
    `iters` launches, a spin on cudaStreamQuery that checks ncclCommGetAsyncError and yields the CPU while the
    stream is busy (testStreamSynchronize), clock.
 

@@ -38,7 +38,7 @@ class BenchContext:
     def host_stream(self) -> Any:
         """Where the ``host`` window's direct launches go: a torch.cuda.Stream of our own (non-blocking), as
         nccl-tests creates its streams; torch's current stream is the legacy default stream (handle 0), on which
-        the same launches cost 0.3-1 us more per operation (issue 16, bench/fidelity_h200.md)."""
+        the same launches cost 0.3-1 us more per operation (issue 16, benchmarks/fidelity_h200.md)."""
         if self.launch_stream is None:
             self.launch_stream = self.torch.cuda.Stream(device=self.device)
         return self.launch_stream
@@ -349,7 +349,7 @@ def _sync_launch(c: BenchContext, run: Callable[..., list], direct: Any) -> None
     """nccl-tests' "Sync" step: the window's first launch (iteration 0's buffers) once more, completed, just before
     its barrier. Why: that leaves those bytes in the GPU's L2 cache for the window's first launch, as in nccl-tests;
     without it the host window ran about 0.5 us per operation longer than nccl-tests' at 16 MiB on one H200
-    (bench/fidelity_h200.md), where the graph window, whose capture is preceded by such a launch, did not."""
+    (benchmarks/fidelity_h200.md), where the graph window, whose capture is preceded by such a launch, did not."""
     if direct is not None:
         direct.check(direct.on(ctypes.c_void_p(c.host_stream().cuda_stream), 0)())
         c.host_stream().synchronize()
@@ -504,7 +504,7 @@ def _warm_up(c: BenchContext, name: str, sizes: list[int], warmup: int, max_byte
     """nccl-tests' warm-up (its TimeTest): before the first window of a collective, ``warmup`` launches at every
     size of ``warmup_sweep``, each shifted by its iteration, each size drained. Why not right before each size's
     window: those launches left the window's iterations 1 to ``warmup - 1`` in the GPU's L2 cache, and 2 MiB
-    ran up to 15 % faster than nccl-tests' on one H100 and one H200 (bench/fidelity_h200.md)."""
+    ran up to 15 % faster than nccl-tests' on one H100 and one H200 (benchmarks/fidelity_h200.md)."""
     if warmup <= 0:
         return
     spec = collective_spec(name)

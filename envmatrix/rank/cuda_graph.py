@@ -1,6 +1,6 @@
 """Rank side: a CUDA graph captured and launched through the CUDA runtime itself, as nccl-tests ``-G`` does.
 
-Why: on 2xH200 (bench/fidelity_h200.md, issue 16) the same 20 direct ncclAllReduce launches captured with
+Why: on 2xH200 (benchmarks/fidelity_h200.md, issue 16) the same 20 direct ncclAllReduce launches captured with
 ``torch.cuda.graph`` cost 9-11 us per operation on the GPU at 8 B, captured with ``cudaStreamBeginCapture`` on a
 plain stream and launched with ``cudaGraphLaunch`` 6.6-7.3 us, which is nccl-tests' ``-G 1`` figure (6.4-7.0 us)
 on the same box, library and communicator; torch's capture mode (thread-local or global) made no difference.
@@ -39,7 +39,7 @@ class RuntimeGraphs:
     def capture(self, stream: ctypes.c_void_p, body: Callable[[], None]) -> "CapturedGraph":
         """Everything ``body`` launches on ``stream`` becomes one instantiated graph. Not uploaded here: its first
         launch uploads it inside the timed window, as in nccl-tests' ``-G 1`` window (an upload done beforehand made
-        small sizes 3-14 % faster than nccl-tests on 2xH200, bench/fidelity_h200.md)."""
+        small sizes 3-14 % faster than nccl-tests on 2xH200, benchmarks/fidelity_h200.md)."""
         lib, graph = self.lib, ctypes.c_void_p()
         self._check(lib.cudaStreamBeginCapture(stream, _CAPTURE_THREAD_LOCAL), "cudaStreamBeginCapture")
         try:

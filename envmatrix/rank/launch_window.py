@@ -2,7 +2,7 @@
 
 Why: the ``host`` timing's window holds ``iters`` launches and the stream's drain, and at small messages the
 host cost of each launch is what it measures. From a Python loop of ctypes calls each launch cost 1.2-3 us more
-than from nccl-tests' C loop on 2xH200 (bench/fidelity_h200.md), which no Python-side change removed. The C
+than from nccl-tests' C loop on 2xH200 (benchmarks/fidelity_h200.md), which no Python-side change removed. The C
 window calls the very functions torch loaded (libnccl's collectives, libcudart's ``cudaStreamQuery``) by address.
 
 The library is an optional extension built at install time (setup.py); without a C compiler there it is absent,

@@ -89,7 +89,7 @@ class DirectNccl:
 
         Why: after torch's all_reduce the last rank to arrive still does torch's bookkeeping after its launch while
         the others already start their clocks; a timed window of 20 small launches then carries that skew (0.5-2 us
-        per operation on 2xH200, bench/fidelity_h200.md), where nccl-tests' MPI barrier leaves none.
+        per operation on 2xH200, benchmarks/fidelity_h200.md), where nccl-tests' MPI barrier leaves none.
         """
         if self._meeting is None:
             flag = self.torch.zeros(1, dtype=getattr(self.torch, self.dtype_name), device=self.device)
@@ -152,7 +152,7 @@ class BoundLaunch:
 
     def on(self, stream: ctypes.c_void_p, iteration: int = 0) -> Callable[[], int]:
         """Launch ``iteration`` with its stream bound too, returning NCCL's code: a timed loop pays one foreign call
-        per launch and no Python frame of ours (about 1 us per launch less on 2xH200, bench/fidelity_h200.md)."""
+        per launch and no Python frame of ours (about 1 us per launch less on 2xH200, benchmarks/fidelity_h200.md)."""
         shift = (iteration % self.steps) * self.stride
         head = self.head
         if shift:

@@ -1,0 +1,98 @@
+"""Interleaved throughput: envmatrix sweep (pool), --no-pool and the naive mpirun loop, round by round.
+
+Each round runs every side once on the same setups (so drift in machine load
+hits all sides alike). configs/min counts the whole command's wall (driver
+start, pool warm-up included); per-config wall is each run's own duration
+(envmatrix: results.json duration_s; naive: the mpirun call).
+--grid takes a comma list (1x2,1x1): every round then runs every grid's sides
+in turn, so the grids are interleaved too. The summary states the config count.
+Sides: pool, pool_exit (pool + probe.teardown=exit), no_pool, naive.
+usage: python benchmarks/throughput_bench.py --conf C --grid 1x2[,1x1] --backend gloo --rounds 2 --out DIR [--sides pool,no_pool,naive] [--jobs auto]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def envmatrix_side(args, grid: str, side: str, rnd: int) -> dict:
+    out = os.path.join(args.out, f"{grid}_{side}_r{rnd}")
+    argv = [sys.executable, "-m", "envmatrix", "sweep", f"conf={args.conf}", f"grids=[{grid}]", f"backend={args.backend}",
+            "--out", out, "--rerun", "--allow-unknown-vars"]
+    if args.backend == "gloo":  # the CPU stand-in runs the NCCL setups unchanged: gloo ignores their variables, knowingly
+        argv.append("--allow-ignored-vars")
+    if side == "no_pool":
+        argv.append("--no-pool")
+    if side == "pool_exit":  # the pool, ranks exiting without destroy_process_group (probe.teardown=exit)
+        argv.append("probe.teardown=exit")
+    if args.jobs:
+        argv += ["--jobs", args.jobs]
+    t0 = time.perf_counter()
+    done = subprocess.run(argv, capture_output=True, text=True, shell=False)
+    total = time.perf_counter() - t0
+    # exit 1 only means a cell failed (the exit-code convention): its results still count as configs run
+    results = json.load(open(os.path.join(out, "results.json")))["results"] if done.returncode in (0, 1) else []
+    walls = [r["duration_s"] for r in results]
+    starts = sorted({k["versions"].get("start", "?") for r in results for k in r["ranks"] if k.get("versions")})
+    return {"side": side, "round": rnd, "rc": done.returncode, "configs": len(results), "failed": sum(r["outcome"] != "pass" for r in results),
+            "total_s": round(total, 2), "configs_per_min": round(60 * len(results) / total, 2) if results else 0,
+            "median_wall_s": round(statistics.median(walls), 3) if walls else None, "start": starts,
+            "err": done.stderr[-800:] if done.returncode else ""}
+
+
+def naive_side(args, grid: str, rnd: int) -> dict:
+    nodes, ppn = (int(x) for x in grid.split("x"))
+    argv = [sys.executable, os.path.join(HERE, "throughput_naive_loop.py"), "--conf", args.conf, "--backend", args.backend, "--np", str(nodes * ppn)]
+    done = subprocess.run(argv, capture_output=True, text=True, shell=False)
+    lines = [json.loads(l) for l in done.stdout.splitlines() if l.startswith("{")]
+    summary = next((l for l in lines if l.get("summary")), {})
+    return {"side": "naive", "round": rnd, "rc": done.returncode, **{k: v for k, v in summary.items() if k != "summary"},
+            "err": done.stderr[-800:] if done.returncode else ""}
+
+
+def main() -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("--conf", required=True)
+    p.add_argument("--grid", default="1x2")
+    p.add_argument("--backend", default="gloo")
+    p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--sides", default="pool,no_pool,naive")
+    p.add_argument("--jobs")
+    p.add_argument("--out", required=True)
+    args = p.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    rows = []
+    grids, sides = args.grid.split(","), args.sides.split(",")
+    with open(os.path.join(args.out, "rows.jsonl"), "a") as fh:
+        for rnd in range(args.rounds):
+            for grid in grids:
+                # alternate who goes first, so a warming machine does not favour one side
+                for side in sides if rnd % 2 == 0 else sides[::-1]:
+                    row = naive_side(args, grid, rnd) if side == "naive" else envmatrix_side(args, grid, side, rnd)
+                    row.update(grid=grid, backend=args.backend, jobs=args.jobs)
+                    rows.append(row)
+                    fh.write(json.dumps(row) + "\n")
+                    print(json.dumps(row), flush=True)
+    for grid in grids:
+        naive = [r["configs_per_min"] for r in rows if r["grid"] == grid and r["side"] == "naive" and r.get("configs_per_min")]
+        for side in sides:
+            mine = [r for r in rows if r["grid"] == grid and r["side"] == side]
+            cpm = statistics.median([r.get("configs_per_min") or 0 for r in mine])
+            med = statistics.median([r.get("median_wall_s") or 0 for r in mine])
+            totals = "/".join(f"{r.get('total_s', 0):.1f}" for r in mine)
+            ratio = f"{cpm / statistics.median(naive):.2f}x naive" if naive else ""
+            print(f"{args.backend} {grid} jobs={args.jobs or 1} {side:8s} {mine[0].get('configs', 0)} configs, rounds' totals {totals} s, "
+                  f"configs/min {cpm:6.2f}  median per-config wall {med:6.2f}s  {ratio}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
