@@ -38,6 +38,40 @@ def gpu_inventory(environ: Mapping[str, str] | None = None) -> list[dict[str, st
     return gpus[: visible_count(len(gpus), environ)]
 
 
+def parse_gpu_capacity(text: str) -> list[dict[str, Any]]:
+    """Parse ``nvidia-smi --query-gpu=compute_mode,memory.total --format=csv,noheader``: per GPU its compute mode
+    (Default, Exclusive_Process, Prohibited) and total memory in MiB (None where nvidia-smi says [N/A])."""
+    found = []
+    for line in text.splitlines():
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) != 2 or not parts[0]:
+            continue
+        amount = parts[1].split()
+        memory = int(amount[0]) if amount and amount[0].isdigit() and amount[1:] == ["MiB"] else None
+        found.append({"compute_mode": parts[0], "memory_mib": memory})
+    return found
+
+
+def visible_subset(items: list[Any], environ: Mapping[str, str]) -> list[Any]:
+    """The entries (one per GPU, nvidia-smi's order) CUDA_VISIBLE_DEVICES lets this process use, in its order."""
+    cvd = environ.get("CUDA_VISIBLE_DEVICES")
+    if cvd is None:
+        return list(items)
+    entries = [e.strip() for e in cvd.split(",") if e.strip() and e.strip() != "-1"]
+    if all(e.isdigit() for e in entries):
+        return [items[int(e)] for e in entries if int(e) < len(items)]
+    return list(items[: visible_count(len(items), environ)])  # UUIDs or MIG names: nvidia-smi's order, counted
+
+
+def gpu_capacity(environ: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
+    """Compute mode and memory of each visible GPU ([] without nvidia-smi): what ranks sharing a GPU need."""
+    environ = os.environ if environ is None else environ
+    done = run_capture(["nvidia-smi", "--query-gpu=compute_mode,memory.total", "--format=csv,noheader"])
+    if done.returncode != 0:
+        return []
+    return visible_subset(parse_gpu_capacity(done.stdout), environ)
+
+
 def parse_nccl_conf(text: str) -> dict[str, str]:
     """NCCL's conf-file syntax: VAR=VALUE per line, '#' comments (src/misc/param.cc)."""
     found = {}

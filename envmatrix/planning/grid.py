@@ -98,12 +98,13 @@ def check_nodes(grid: Grid, node_hosts: Sequence[str]) -> None:
 
 
 def check_fits(grids: Sequence[Grid], backend: str, gpus: int, max_cpu_ranks: int,
-               node_hosts: Sequence[str] = (), this_host: str = "") -> None:
+               node_hosts: Sequence[str] = (), this_host: str = "", emulate_hosts: bool = False) -> None:
     """PlanError (exit 2, one line) for the first grid that cannot run where its ranks go.
 
     ``node_hosts``: the hosts the nodes run on, one per node, when they are separate machines (a launcher
     given hosts); () when every rank runs on this host (nodes emulated), where the whole world must fit
     into this host's ``gpus`` (NCCL) or ``max_cpu_ranks`` (gloo). Across hosts each node holds ``ppn`` ranks.
+    ``emulate_hosts``: ranks on this host may share GPUs (planning.placement; its check_capacity judges memory).
     A node's GPUs are only known from this host's count when this host has GPUs or is one of the nodes;
     a GPU-less driver elsewhere (a login node) cannot tell, so it refuses nothing on GPU count.
     """
@@ -126,11 +127,12 @@ def check_fits(grids: Sequence[Grid], backend: str, gpus: int, max_cpu_ranks: in
                 )
         return
     for grid in grids:
-        if backend == "nccl" and grid.world > gpus:
+        if backend == "nccl" and grid.world > gpus and not (emulate_hosts and gpus > 0):
             fitting = ", ".join(g.label for g in auto_grids(gpus)) or "none"
             raise PlanError(
                 f"grids: {grid.label} needs {grid.world} GPUs for NCCL (one rank per GPU) "
-                f"but {gpus} are visible; grids that fit here: {fitting}"
+                f"but {gpus} are visible; grids that fit here: {fitting}, or any grid with --emulate-hosts "
+                "(ranks share the GPUs as emulated hosts)"
             )
         if backend == "gloo" and grid.world > max_cpu_ranks:
             raise PlanError(

@@ -47,6 +47,11 @@ class Probe(abc.ABC):
     def rank_env(self, spec: ProbeSpec) -> dict[str, str]:
         return {}
 
+    def rank_buffer_bytes(self, spec: ProbeSpec, world: int) -> int:
+        """GPU memory one rank's own buffers take at most, besides its CUDA context and NCCL's (planning.placement
+        adds those); 0 where the probe cannot tell (a user's command)."""
+        return 0
+
     def metrics(self, ranks: Sequence[RankResult], world: int) -> list[dict[str, Any]]:
         """The run's bench rows: per-rank timings averaged like nccl-tests -a 1."""
         return aggregate_rows((row for r in ranks for row in r.bench), world)

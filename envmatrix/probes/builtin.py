@@ -124,6 +124,15 @@ class BuiltinProbe(Probe):
     def rank_argv(self, spec: ProbeSpec, python: str) -> tuple[str, ...]:
         return (python, "-m", "envmatrix.rank.main")
 
+    def rank_buffer_bytes(self, spec: ProbeSpec, world: int) -> int:
+        params = spec.params
+        bench = params.get("bench")
+        if bench:
+            # Per rank: the direct launches' two ncclMemAlloc buffers of -e bytes, and torch's send and receive
+            # buffers of the largest size (rank/bench_engine.py).
+            return 4 * int(bench["max_bytes"])
+        return 2 * 4 * int(params.get("numel") or 0) * max(1, world)  # the checks' float32 send and gathered receive
+
     def rank_env(self, spec: ProbeSpec) -> dict[str, str]:
         return {"ENVMATRIX_PROBE": json.dumps(spec.params, sort_keys=True), **nccl_debug_env(spec.params)}
 

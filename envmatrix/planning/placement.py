@@ -1,0 +1,140 @@
+"""Where an NxP grid's ranks run on this host: one GPU per rank, or emulated hosts sharing the visible GPUs.
+
+NCCL tells hosts apart by their host hash; a distinct ``NCCL_HOSTID`` per emulated node makes ranks on one box
+(even on one GPU) separate hosts to NCCL, so pairs inside a node use P2P/SHM and pairs across nodes use NET,
+as on a cluster. With ``emulate_hosts`` a grid of more ranks than visible GPUs places them round-robin on the
+GPUs (shared-gpu): pass/fail and transport are what such runs show; their bandwidth is not representative.
+Pure: the launcher reads a placement, the records carry its ``to_json``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping, Optional, Sequence
+
+from envmatrix.errors import PlanError
+from envmatrix.planning.grid import Grid
+
+ONE_PER_RANK = "one-gpu-per-rank"
+SHARED_GPU = "shared-gpu"
+CPU = "cpu"
+
+GIB = 1 << 30
+# What one rank holds on its GPU besides the probe's buffers: measured torch+NCCL contexts are 0.4-0.6 GiB.
+CUDA_CONTEXT_BYTES = GIB // 2
+# NCCL's own connection buffers (NCCL_BUFFSIZE 4 MiB per channel, send and receive, per peer and transport).
+NCCL_BUFFER_BYTES = GIB // 4
+# Compute modes in which a second process cannot open a context on a GPU that already has one (or any).
+SINGLE_CONTEXT_MODES = ("Exclusive_Process", "Exclusive_Thread", "Prohibited")
+
+
+def emulated_hostid(node: int) -> str:
+    """The NCCL_HOSTID of emulated node ``node``: NCCL hashes it instead of the machine's own host id."""
+    return f"envmatrix-node{node}"
+
+
+def emulated_hostname(node: int) -> str:
+    """The name an emulated host's ranks record (emh0, emh1, ...), so reports group them per host."""
+    return f"emh{node}"
+
+
+@dataclass(frozen=True)
+class RankPlace:
+    rank: int
+    node: int
+    local_rank: int
+    device: Optional[int]  # index among the visible GPUs; None on CPU
+    host_id: Optional[str]  # NCCL_HOSTID; None: the machine's own
+    hostname: Optional[str]  # the emulated host's name; None: the machine's own
+
+
+@dataclass(frozen=True)
+class Placement:
+    kind: str  # ONE_PER_RANK | SHARED_GPU | CPU
+    ranks: tuple[RankPlace, ...]
+    gpus: int  # GPUs the ranks run on (0 on CPU)
+    emulated_hosts: bool  # ranks record their emulated host's name
+
+    @property
+    def world(self) -> int:
+        return len(self.ranks)
+
+    @property
+    def shared(self) -> bool:
+        return self.kind == SHARED_GPU
+
+    @property
+    def ranks_per_gpu(self) -> int:
+        per = [sum(1 for r in self.ranks if r.device == d) for d in range(self.gpus)]
+        return max(per, default=0)
+
+    @property
+    def label(self) -> str:
+        gpus = f"{self.gpus} GPU" + ("" if self.gpus == 1 else "s")
+        if self.kind == SHARED_GPU:
+            return f"{SHARED_GPU} ({self.world} ranks on {gpus})"
+        if self.kind == ONE_PER_RANK:
+            return f"{ONE_PER_RANK} ({self.world} ranks on {gpus})"
+        return f"{CPU} ({self.world} ranks)"
+
+    def to_json(self) -> dict[str, Any]:
+        hosts = sorted({r.hostname for r in self.ranks if r.hostname})
+        return {"kind": self.kind, "label": self.label, "ranks": self.world, "gpus": self.gpus,
+                "ranks_per_gpu": self.ranks_per_gpu, "emulated_hosts": hosts}
+
+
+def place(grid: Grid, backend: str, gpus: int, emulate_hosts: bool = False) -> Placement:
+    """The ranks of ``grid`` on ``gpus`` visible GPUs (NCCL) or on the CPU (gloo).
+
+    Nodes of a multi-node grid always get their own NCCL_HOSTID (every rank runs on this host); with
+    ``emulate_hosts`` they also record emulated host names, and NCCL ranks may outnumber the GPUs
+    (round-robin: rank r on GPU r mod G); without it ``check_fits`` has refused such grids before.
+    """
+    on_gpu = backend == "nccl" and gpus > 0  # planning.grid.check_fits refused NCCL without GPUs already
+    ranks = tuple(
+        RankPlace(
+            rank=r,
+            node=grid.node_of(r),
+            local_rank=grid.local_rank_of(r),
+            device=(r % gpus) if on_gpu else None,
+            host_id=emulated_hostid(grid.node_of(r)) if grid.nodes > 1 else None,
+            hostname=emulated_hostname(grid.node_of(r)) if emulate_hosts else None,
+        )
+        for r in range(grid.world)
+    )
+    if not on_gpu:
+        return Placement(CPU, ranks, 0, emulate_hosts)
+    used = min(gpus, grid.world)
+    return Placement(SHARED_GPU if grid.world > gpus else ONE_PER_RANK, ranks, used, emulate_hosts)
+
+
+def rank_memory_bytes(buffer_bytes: int) -> int:
+    """What one rank is expected to hold on its GPU: a CUDA context, NCCL's buffers and the probe's."""
+    return CUDA_CONTEXT_BYTES + NCCL_BUFFER_BYTES + max(0, int(buffer_bytes))
+
+
+def check_capacity(placement: Placement, grid: Grid, capacity: Sequence[Mapping[str, Any]], buffer_bytes: int) -> None:
+    """PlanError (exit 2, one line) when the GPUs cannot hold the ranks placed on them.
+
+    ``capacity``: per visible GPU ``{"compute_mode": ..., "memory_mib": ...}`` (execution.hostinfo.gpu_capacity);
+    unknown values refuse nothing. Only shared placements are checked: one rank per GPU is what every
+    NCCL program does.
+    """
+    if not placement.shared:
+        return
+    per_rank = rank_memory_bytes(buffer_bytes)
+    for device in range(placement.gpus):
+        facts = capacity[device] if device < len(capacity) else {}
+        ranks = sum(1 for r in placement.ranks if r.device == device)
+        mode = str(facts.get("compute_mode") or "")
+        if mode in SINGLE_CONTEXT_MODES:
+            raise PlanError(f"grids: {grid.label} shares GPU {device} among {ranks} ranks but its compute mode is {mode} "
+                            f"(one process per GPU); allowed: a GPU in Default compute mode "
+                            f"(nvidia-smi -c DEFAULT), or grids of at most {placement.gpus if mode != 'Prohibited' else 0} ranks")
+        total_mib = facts.get("memory_mib")
+        if isinstance(total_mib, int) and ranks * per_rank > total_mib * (1 << 20):
+            fit = (total_mib * (1 << 20)) // per_rank
+            raise PlanError(f"grids: {grid.label} puts {ranks} ranks on GPU {device} needing about "
+                            f"{ranks * per_rank / GIB:.1f} GiB ({per_rank / GIB:.2f} GiB each: CUDA context, NCCL and probe "
+                            f"buffers) but it has {total_mib / 1024:.1f} GiB; allowed: at most {fit} ranks per GPU, "
+                            "or smaller probe sizes (probe.bench.max_bytes)")
