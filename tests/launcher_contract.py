@@ -204,6 +204,22 @@ class LauncherContract:
         run = plan_runs([setup], [grid], spec, "gloo", self.launcher_name)[0]
         return execute(run, self.live_launcher(**kw), probe, str(tmp_path / "work"), env, {}, 0)
 
+    # -- the hooks the engine asks (launchers.base.Launcher declares each, with its default)
+
+    def test_engine_hooks_have_their_declared_types(self) -> None:
+        from envmatrix.boundary import ProcessOutcome
+        from envmatrix.launchers import Launcher
+
+        launcher = self.make_launcher()
+        assert isinstance(launcher, Launcher) and launcher.name == self.launcher_name
+        for flag in ("forwards_stack_signal", "reports_env", "uses_warm_pool"):
+            assert isinstance(getattr(launcher, flag), bool), flag
+        ended = ProcessOutcome("rank0", 1, 0, None, None, 0.0)
+        assert launcher.map_outcome(ended) == ended  # a clean exit means the same to every launcher
+        assert launcher.rank_exits("") == [] and launcher.launcher_failure("") is None  # no output: nothing named
+        assert launcher.node_hosts({}) == ()  # no hosts given, no allocation: every rank on this host
+        assert launcher.check_allocation([Grid(1, 2)], "gloo", {}) is None
+
     # -- plan -> argv/env (pure)
 
     @pytest.mark.parametrize("grid", ["1x2", "2x2"])

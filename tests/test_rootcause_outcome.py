@@ -103,7 +103,7 @@ def _hosting(**kw):
 
 
 def test_rank_outcome_combines_the_account_with_the_ranks_own_records():
-    account = account_of("srun", (RECORDED / "srun_rank1_segv.txt").read_text())
+    account = account_of(rank_exits("srun", (RECORDED / "srun_rank1_segv.txt").read_text()))
     hosting = _hosting(exit_code=None, signal="SIGSEGV")
     first = rank_outcome(hosting, 1, account, has_verdict=False)
     assert (first.signal, first.exit_code, first.killed_by) == ("SIGSEGV", None, None)

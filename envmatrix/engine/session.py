@@ -7,6 +7,7 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterator, Mapping, Optional
 
+from envmatrix.launchers.base import Launcher
 from envmatrix.paths import store_url
 from envmatrix.planning.plan import ProbeSpec
 from envmatrix.store.base import ResultStore
@@ -16,7 +17,7 @@ from envmatrix.store.base import ResultStore
 class Session:
     store: ResultStore
     run_dir: str
-    launcher: Any  # a configured Launcher (SweepInput.make_launcher)
+    launcher: Launcher  # configured (SweepInput.make_launcher); the engine asks it only through its declared hooks
     launcher_key: str  # the launcher's identity in run keys
     probe_spec: ProbeSpec
     backend: str
@@ -83,7 +84,7 @@ def open_session(
             stack.enter_context(exclusive(os.path.join(run_dir, "results.sqlite"), lock_for))
         store = stack.enter_context(open_store_at(run_dir))
         warm = None
-        local = getattr(launcher, "name", "") == "local"
+        local = launcher.uses_warm_pool
         if not isinstance(pool, bool):  # a WarmPool the caller prestarted (and closes)
             if local:
                 warm = pool

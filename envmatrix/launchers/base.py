@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass, field
-from typing import Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Mapping, Optional, Sequence
 
-from envmatrix.boundary import ProcessSpec
+from envmatrix.boundary import ProcessOutcome, ProcessSpec
 from envmatrix.planning.plan import Run
 from envmatrix.registry import Registry
+
+if TYPE_CHECKING:  # the launcher's account and failure records, defined next to their parsers
+    from envmatrix.launchers.failures import LauncherFailure
+    from envmatrix.launchers.rank_exits import RankExit
 
 
 @dataclass(frozen=True)
@@ -55,14 +59,38 @@ class LaunchPlan:
 
 
 class Launcher(abc.ABC):
+    """Builds the processes of a run (``build``, pure) and answers the engine's questions about them.
+
+    Every hook the engine (engine/launch.py, engine/session.py) or the planner (config/resolve.py) calls is
+    declared here with its default; a launcher overrides the ones where it differs.
+    """
+
+    # Its name in configs, run keys and messages (``launcher=mpirun``).
     name: str = ""
     # The hang diagnosis sends SIGUSR1 to each launched process: a rank itself, or a launcher that passes it
     # on to its ranks (mpirun, srun, Hydra). False: the launcher would die of it; its children get it instead.
     forwards_stack_signal: bool = True
+    # True: every rank writes rank{R}.env.json (the shim does), so a passed run without them is an env_mismatch.
+    reports_env: bool = False
+    # True: its processes are ranks forked on this host, so the warm pool (execution/pool.py) may start them.
+    uses_warm_pool: bool = False
 
     @abc.abstractmethod
     def build(self, run: Run, ctx: LaunchContext) -> LaunchPlan:
         """Pure: argv/env for every process of ``run``; starts nothing."""
+
+    def map_outcome(self, outcome: ProcessOutcome) -> ProcessOutcome:
+        """How a launched process really ended (mpirun/srun report a rank's signal N as exit code 128+N)."""
+        return outcome
+
+    def rank_exits(self, output: str) -> list["RankExit"]:
+        """The ranks this launcher's own output says failed, first observed first; [] when it names none
+        (a launcher whose processes are the ranks has nothing to add to their exit statuses)."""
+        return []
+
+    def launcher_failure(self, output: str) -> Optional["LauncherFailure"]:
+        """The failure of the launcher itself (could not start or keep its ranks) its output reports, or None."""
+        return None
 
     def node_hosts(self, environ: Mapping[str, str]) -> tuple[str, ...]:
         """The hosts a grid's nodes run on, one per node, when they are separate machines; () when every

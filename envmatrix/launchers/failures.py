@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Optional
 
 from envmatrix.probes.rootcause import is_banner
 
@@ -117,18 +117,18 @@ def hydra(text: str) -> Optional[tuple[Optional[str], str]]:
     return None
 
 
-_PARSERS: dict[str, Callable[[str], Optional[tuple[Optional[str], str]]]] = {
-    "mpirun": openmpi,
-    "srun": slurm,
-    "mpiexec": hydra,
-}
-
-
-def launcher_failure(launcher: str, text: str) -> Optional[LauncherFailure]:
-    """The launcher-level failure ``text`` (the launcher's own output) reports, or None."""
-    parse = _PARSERS.get(launcher)
-    found = parse(text) if parse else None
+def named(launcher: str, found: Optional[tuple[Optional[str], str]]) -> Optional[LauncherFailure]:
+    """A parser's (host, message) as ``launcher``'s failure record; None when the parser found none."""
     if found is None:
         return None
     host, message = found
     return LauncherFailure(launcher, host, message)
+
+
+def launcher_failure(launcher: str, text: str) -> Optional[LauncherFailure]:
+    """The launcher-level failure ``text`` (the launcher's own output) reports, or None.
+
+    Each launcher says which parser reads its output (its ``Launcher.launcher_failure`` hook)."""
+    from envmatrix.launchers.base import get_launcher
+
+    return get_launcher(launcher).launcher_failure(text)

@@ -49,6 +49,11 @@ def rank_vars(run: Run, slot: RankSlot, ctx: LaunchContext) -> dict[str, str]:
 @register
 class LocalLauncher(Launcher):
     name = "local"
+    # Each process is a rank on this host: the warm pool may fork it, SIGUSR1 reaches the rank itself, and
+    # there is no launcher output to read (the Launcher defaults for rank_exits / launcher_failure).
+    uses_warm_pool = True
+    forwards_stack_signal = True
+    reports_env = False  # ranks start without the shim (no rank{R}.env.json); a probe's own env echo is still checked
 
     def slots(self, run: Run, gpus: int) -> tuple[RankSlot, ...]:
         grid = run.grid

@@ -7,10 +7,11 @@ host every rank runs here (``--ppn W``) and the shim emulates the nodes.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
 from envmatrix.errors import ConfigError
 from envmatrix.launchers.base import LaunchContext, register
+from envmatrix.launchers.failures import LauncherFailure, hydra, named
 from envmatrix.launchers.shim import Layout, ShimLauncher
 from envmatrix.planning.plan import Run
 
@@ -46,3 +47,6 @@ class MpiexecLauncher(ShimLauncher):
             argv += ["--env", f"{name}={value}"] if flavor == "pals" else ["-genv", name, value]
         argv += opts["extra_args"]
         return (*argv, *self.rank_command(ctx))
+
+    def launcher_failure(self, output: str) -> Optional[LauncherFailure]:
+        return named(self.name, hydra(output))

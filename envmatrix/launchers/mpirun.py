@@ -9,9 +9,11 @@ Values go into argv literally (never through a shell).
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
 from envmatrix.launchers.base import LaunchContext, register
+from envmatrix.launchers.failures import LauncherFailure, named, openmpi as openmpi_failure
+from envmatrix.launchers.rank_exits import RankExit, openmpi as openmpi_exits
 from envmatrix.launchers.shim import Layout, ShimLauncher
 from envmatrix.planning.plan import Run
 
@@ -43,6 +45,12 @@ class MpirunLauncher(ShimLauncher):
             argv += ["-x", f"{name}={value}"]
         argv += opts["extra_args"]
         return (*argv, *self.rank_command(ctx))
+
+    def rank_exits(self, output: str) -> list[RankExit]:
+        return openmpi_exits(output)
+
+    def launcher_failure(self, output: str) -> Optional[LauncherFailure]:
+        return named(self.name, openmpi_failure(output))
 
 
 def _binds(extra_args: Sequence[str]) -> bool:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 import signal as _signal
 from dataclasses import dataclass, replace
-from typing import Callable, Mapping, Optional
+from typing import Mapping, Optional, Sequence
 
 from envmatrix.execution.processes import ProcessOutcome
 
@@ -118,13 +118,13 @@ def torchrun(text: str) -> list[RankExit]:
     return exits
 
 
-_PARSERS: dict[str, Callable[[str], list[RankExit]]] = {"mpirun": openmpi, "srun": slurm, "torchrun": torchrun}
-
-
 def rank_exits(launcher: str, text: str) -> list[RankExit]:
-    """The ranks ``launcher``'s output ``text`` says failed, first observed first; [] when it names none."""
-    parse = _PARSERS.get(launcher)
-    return parse(text) if parse else []
+    """The ranks launcher ``launcher``'s output ``text`` says failed, first observed first; [] when it names none.
+
+    Each launcher says which parser reads its output (its ``Launcher.rank_exits`` hook)."""
+    from envmatrix.launchers.base import get_launcher
+
+    return get_launcher(launcher).rank_exits(text)
 
 
 # --------------------------------------------------------------------------- combining with a rank's own record
@@ -133,10 +133,10 @@ def rank_exits(launcher: str, text: str) -> list[RankExit]:
 _STOP_SIGNALS = ("SIGTERM", "SIGKILL")
 
 
-def account_of(launcher: str, text: str) -> dict[int, tuple[int, RankExit]]:
+def account_of(exits: Sequence[RankExit]) -> dict[int, tuple[int, RankExit]]:
     """rank -> (position in the launcher's account, its exit); the first a launcher names for a rank counts."""
     account: dict[int, tuple[int, RankExit]] = {}
-    for order, exit_ in enumerate(rank_exits(launcher, text)):
+    for order, exit_ in enumerate(exits):
         account.setdefault(exit_.rank, (order, exit_))
     return account
 

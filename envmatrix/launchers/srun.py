@@ -14,10 +14,12 @@ one-node allocation the nodes are emulated there (``--overcommit``).
 from __future__ import annotations
 
 import os
-from typing import Any, Mapping
+from typing import Any, Mapping, Optional
 
 from envmatrix.boundary import ProcessSpec
 from envmatrix.launchers.base import LaunchContext, register
+from envmatrix.launchers.failures import LauncherFailure, named, slurm as slurm_failure
+from envmatrix.launchers.rank_exits import RankExit, slurm as slurm_exits
 from envmatrix.launchers.shim import Layout, ShimLauncher
 from envmatrix.planning.plan import Run
 
@@ -59,3 +61,9 @@ class SrunLauncher(ShimLauncher):
         argv = self.launcher_argv(run, ctx, layout, deliver, opts)
         env = {**ctx.inherited_env, **{n: v for n, v in deliver.items() if needs_env(n, v, ctx.inherited_env)}}
         return (ProcessSpec(argv=argv, env=env, log_path=os.path.join(ctx.workdir, "srun.log"), label="srun", cwd=ctx.workdir),)
+
+    def rank_exits(self, output: str) -> list[RankExit]:
+        return slurm_exits(output)
+
+    def launcher_failure(self, output: str) -> Optional[LauncherFailure]:
+        return named(self.name, slurm_failure(output))

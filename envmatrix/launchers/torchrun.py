@@ -16,6 +16,7 @@ from typing import Any, Mapping
 from envmatrix.errors import PlanError
 from envmatrix.boundary import ProcessSpec
 from envmatrix.launchers.base import LaunchContext, register
+from envmatrix.launchers.rank_exits import RankExit, torchrun as torchrun_exits
 from envmatrix.launchers.shim import Layout, ShimLauncher
 from envmatrix.planning.plan import Run
 
@@ -55,3 +56,7 @@ class TorchrunLauncher(ShimLauncher):
     def process_of_rank(self, run: Run, n_processes: int) -> tuple[int, ...]:
         # c10d assigns group ranks at rendezvous; agent i usually gets node i (not guaranteed).
         return tuple(run.grid.node_of(r) for r in range(run.grid.world))
+
+    def rank_exits(self, output: str) -> list[RankExit]:
+        # the elastic agent's Root Cause / Failures blocks; it has no failure of its own to parse
+        return torchrun_exits(output)
