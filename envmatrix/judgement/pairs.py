@@ -1,0 +1,131 @@
+"""Which pair, which host is slow: the outlier judgement over a pair test (pure).
+
+A pair is slow when its figure (bandwidth: higher is better) is more than ``tolerance`` below the median of its
+round: a round's pairs ran at the same time on the same fabric, so the round is the fair reference (a round of
+one pair falls back to the median of all pairs). A host is slow when it is low in every pair it is in (each host
+against its own pairs); it is named with an ``exclude:`` line as ``bisect --hosts`` prints. How sure: how many of
+its pairs were slow, and how many pairs without it were slow too (none: the host explains every slow pair).
+A slow pair whose two hosts are fine elsewhere is a slow link, named as the pair.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+from typing import Optional, Sequence
+
+DEFAULT_TOLERANCE = 0.25
+
+
+@dataclass(frozen=True)
+class PairFigure:
+    round: int
+    a: str
+    b: str
+    value: float  # higher is better (GB/s)
+
+
+@dataclass(frozen=True)
+class PairVerdict:
+    figure: PairFigure
+    reference: float  # the median it was judged against
+    slow: bool
+
+    @property
+    def ratio(self) -> float:
+        return self.figure.value / self.reference if self.reference > 0 else 0.0
+
+
+@dataclass(frozen=True)
+class HostVerdict:
+    host: str
+    pairs: int
+    slow_pairs: int
+    median_ratio: float  # median of its pairs' value/reference
+    slow: bool
+    certainty: str  # "sure", "likely", "cannot tell" (with why)
+
+
+@dataclass
+class PairsJudgement:
+    pairs: list[PairVerdict]
+    hosts: list[HostVerdict]
+    slow_links: list[tuple[str, str]] = field(default_factory=list)  # slow pairs no slow host explains
+
+    @property
+    def slow_hosts(self) -> list[str]:
+        return [h.host for h in self.hosts if h.slow]
+
+    @property
+    def exclude_line(self) -> str:
+        return "exclude: " + ",".join(self.slow_hosts)
+
+    def summary(self) -> str:
+        if not any(p.slow for p in self.pairs):
+            return "no slow pair: every pair within tolerance of its round's median"
+        parts = [f"slow host {h.host}: {h.slow_pairs} of {h.pairs} of its pairs slow, median "
+                 f"{h.median_ratio:.2f}x of its rounds ({h.certainty})" for h in self.hosts if h.slow]
+        parts += [f"slow link {a}-{b}: its hosts are fine in their other pairs" for a, b in self.slow_links]
+        undecided = [h for h in self.hosts if not h.slow and h.certainty.startswith("cannot")]
+        parts += [f"{h.host}: {h.certainty}" for h in undecided]
+        return "; ".join(parts)
+
+
+def judge_pairs(figures: Sequence[PairFigure], tolerance: float = DEFAULT_TOLERANCE) -> PairsJudgement:
+    if not 0 < tolerance < 1:
+        raise ValueError(f"tolerance {tolerance!r}: allowed 0 < tolerance < 1")
+    overall = statistics.median(f.value for f in figures) if figures else 0.0
+    by_round: dict[int, list[float]] = {}
+    for f in figures:
+        by_round.setdefault(f.round, []).append(f.value)
+    verdicts = []
+    for f in figures:
+        peers = by_round[f.round]
+        reference = statistics.median(peers) if len(peers) > 1 else overall
+        verdicts.append(PairVerdict(f, reference, f.value < (1 - tolerance) * reference))
+    hosts = list(dict.fromkeys(h for f in figures for h in (f.a, f.b)))
+    host_verdicts = [_judge_host(h, verdicts) for h in hosts]
+    slow = {h.host for h in host_verdicts if h.slow}
+    links = [(v.figure.a, v.figure.b) for v in verdicts if v.slow and v.figure.a not in slow and v.figure.b not in slow]
+    return PairsJudgement(verdicts, host_verdicts, links)
+
+
+def _judge_host(host: str, verdicts: Sequence[PairVerdict]) -> HostVerdict:
+    mine = [v for v in verdicts if host in (v.figure.a, v.figure.b)]
+    others = [v for v in verdicts if host not in (v.figure.a, v.figure.b)]
+    slow_mine = sum(v.slow for v in mine)
+    ratio = statistics.median(v.ratio for v in mine) if mine else 1.0
+    is_slow = bool(mine) and slow_mine == len(mine)
+    certainty = _certainty(is_slow, len(mine), slow_mine, others)
+    return HostVerdict(host, len(mine), slow_mine, ratio, is_slow and len(mine) > 1, certainty)
+
+
+def _certainty(all_slow: bool, pairs: int, slow: int, others: Sequence[PairVerdict]) -> str:
+    slow_others = sum(v.slow for v in others)
+    if all_slow and pairs < 2:
+        return "cannot tell: its only pair is slow, and a pair has two hosts"
+    if not all_slow:
+        return f"fine in {pairs - slow} of {pairs} pairs" if slow else "fine"
+    if slow_others == 0:
+        return f"sure: all {pairs} of its pairs slow, none of the {len(others)} pairs without it"
+    return f"likely: all {pairs} of its pairs slow, and {slow_others} of the {len(others)} pairs without it too"
+
+
+def slowest_first(verdicts: Sequence[PairVerdict]) -> list[PairVerdict]:
+    return sorted(verdicts, key=lambda v: v.ratio)
+
+
+def flag_below_class(values: dict[tuple[int, int], float], classes: dict[tuple[int, int], str],
+                     tolerance: float = DEFAULT_TOLERANCE) -> dict[tuple[int, int], Optional[float]]:
+    """GPU pairs: each ordered pair's value against the median of its link class (NV#, PIX, SYS...); the pairs more
+    than ``tolerance`` below it -> their ratio to that median, the others -> None."""
+    medians: dict[str, float] = {}
+    for cls in set(classes.values()):
+        vals = [v for p, v in values.items() if classes.get(p) == cls]
+        if vals:
+            medians[cls] = statistics.median(vals)
+    out: dict[tuple[int, int], Optional[float]] = {}
+    for pair, value in values.items():
+        ref = medians.get(classes.get(pair, ""), 0.0)
+        out[pair] = (value / ref) if ref > 0 and value < (1 - tolerance) * ref else None
+    return out
