@@ -468,10 +468,38 @@ def merge(summaries: Sequence[NcclLogSummary]) -> NcclLogSummary:
     return out
 
 
+_DEVICE_PEER = re.compile(r"Channel \d+(?:/(\d+))? : \d+\[([0-9a-fA-F]+)\] -> \d+\[([0-9a-fA-F]+)\](?: \[(?:send|receive)\])? via (\S.*?)\s*$")
+
+
+def device_pair_transports(text: str) -> dict[tuple[str, str], str]:
+    """(sender device, receiver device) -> the transport NCCL connected them with, from ``Channel`` lines.
+
+    The bracket after a rank is its device (cudaDev on NCCL >= 2.19, the PCI bus id before), the same in every
+    communicator, so pairs read the same whether torch sent over the world communicator or a two-rank one.
+    Point-to-point connections (connection index 1) are taken where the log has them, so the rings of a barrier do
+    not count; a pair with several labels gets the one most of its channels used.
+    """
+    counts: dict[tuple[str, str], dict[str, int]] = {}
+    p2p_only = False
+    found: list[tuple[Optional[str], str, str, str]] = []
+    for line in _ANSI.sub("", text or "").splitlines():
+        m = _DEVICE_PEER.search(line)
+        if m and "NCCL INFO" in line:
+            found.append((m.group(1), m.group(2), m.group(3), normalize_transport(m.group(4))))
+            p2p_only = p2p_only or m.group(1) == "1"
+    for conn, src, dst, transport in found:
+        if p2p_only and conn != "1":
+            continue
+        per = counts.setdefault((src, dst), {})
+        per[transport] = per.get(transport, 0) + 1
+    return {pair: max(per, key=lambda t: per[t]) for pair, per in counts.items()}
+
+
 __all__ = [
     "CommInit",
     "NcclLogSummary",
     "PeerConnection",
+    "device_pair_transports",
     "merge",
     "normalize_transport",
     "parse_nccl_log",
