@@ -8,6 +8,7 @@ start, pool warm-up included); per-config wall is each run's own duration
 in turn, so the grids are interleaved too. The summary states the config count.
 Sides: pool, pool_exit (pool + probe.teardown=exit), no_pool, naive.
 usage: python benchmarks/throughput_bench.py --conf C --grid 1x2[,1x1] --backend gloo --rounds 2 --out DIR [--sides pool,no_pool,naive] [--jobs auto]
+       [--emulate-hosts]   (envmatrix with emulated hosts; the naive loop gets --nodes N: NCCL_HOSTID per node, shared GPUs)
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ def envmatrix_side(args, grid: str, side: str, rnd: int) -> dict:
         argv.append("probe.teardown=exit")
     if args.jobs:
         argv += ["--jobs", args.jobs]
+    if args.emulate_hosts:
+        argv.append("--emulate-hosts")
     t0 = time.perf_counter()
     done = subprocess.run(argv, capture_output=True, text=True, shell=False)
     total = time.perf_counter() - t0
@@ -50,7 +53,8 @@ def envmatrix_side(args, grid: str, side: str, rnd: int) -> dict:
 
 def naive_side(args, grid: str, rnd: int) -> dict:
     nodes, ppn = (int(x) for x in grid.split("x"))
-    argv = [sys.executable, os.path.join(HERE, "throughput_naive_loop.py"), "--conf", args.conf, "--backend", args.backend, "--np", str(nodes * ppn)]
+    argv = [sys.executable, os.path.join(HERE, "throughput_naive_loop.py"), "--conf", args.conf, "--backend", args.backend, "--np", str(nodes * ppn),
+            "--nodes", str(nodes)]
     done = subprocess.run(argv, capture_output=True, text=True, shell=False)
     lines = [json.loads(l) for l in done.stdout.splitlines() if l.startswith("{")]
     summary = next((l for l in lines if l.get("summary")), {})
@@ -66,6 +70,7 @@ def main() -> int:
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--sides", default="pool,no_pool,naive")
     p.add_argument("--jobs")
+    p.add_argument("--emulate-hosts", action="store_true", help="envmatrix sides run with --emulate-hosts (ranks may share GPUs)")
     p.add_argument("--out", required=True)
     args = p.parse_args()
     os.makedirs(args.out, exist_ok=True)

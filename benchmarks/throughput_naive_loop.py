@@ -20,15 +20,17 @@ import sys
 import time
 
 
-def probe(backend: str) -> int:
+def probe(backend: str, nodes: int = 1) -> int:
     import torch
     import torch.distributed as dist
 
     rank, world = int(os.environ["OMPI_COMM_WORLD_RANK"]), int(os.environ["OMPI_COMM_WORLD_SIZE"])
     local = int(os.environ.get("OMPI_COMM_WORLD_LOCAL_RANK", rank))
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    if nodes > 1:  # what a user emulating N nodes on one box writes by hand: a host id per node, NCCL reads it at init
+        os.environ["NCCL_HOSTID"] = f"naive-node{rank // max(1, world // nodes)}"
     if backend == "nccl":
-        dev = torch.device("cuda", local)
+        dev = torch.device("cuda", local % torch.cuda.device_count())  # more ranks than GPUs: they share
         torch.cuda.set_device(dev)
         dist.init_process_group("nccl", rank=rank, world_size=world, device_id=dev)
     else:
@@ -82,7 +84,7 @@ def drive(args: argparse.Namespace) -> int:
         for k in ("NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS", "PYTHONPATH", "GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME"):
             if k in os.environ and k not in full:
                 argv += ["-x", k]
-        argv += [sys.executable, os.path.abspath(__file__), "--probe", "--backend", args.backend]
+        argv += [sys.executable, os.path.abspath(__file__), "--probe", "--backend", args.backend, "--nodes", str(args.nodes)]
         t0 = time.perf_counter()
         done = subprocess.run(argv, capture_output=True, text=True, timeout=args.timeout, shell=False)
         wall = time.perf_counter() - t0
@@ -104,11 +106,12 @@ def main() -> int:
     p.add_argument("--conf", help="YAML with a setups: map")
     p.add_argument("--only", help="comma-separated setup names")
     p.add_argument("--np", type=int, default=2)
+    p.add_argument("--nodes", type=int, default=1, help="emulated nodes (NCCL_HOSTID per node; ranks share GPUs round-robin)")
     p.add_argument("--devices", help="CUDA_VISIBLE_DEVICES for every run")
     p.add_argument("--timeout", type=float, default=300)
     p.add_argument("--verbose", action="store_true")
     args = p.parse_args()
-    return probe(args.backend) if args.probe else drive(args)
+    return probe(args.backend, args.nodes) if args.probe else drive(args)
 
 
 if __name__ == "__main__":

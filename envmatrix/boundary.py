@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from typing import Iterable, Mapping, Optional
 
 RESULT_DIR_VAR = "ENVMATRIX_RESULT_DIR"
+# The emulated host a rank runs as (planning.placement: emh0, emh1, ...); the rank records it as its hostname.
+EMULATED_HOST_VAR = "ENVMATRIX_EMULATED_HOST"
 
 
 @dataclass(frozen=True)

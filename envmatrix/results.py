@@ -44,6 +44,10 @@ OUTCOMES = (
 )
 
 
+# A run's placement kind when its ranks shared GPUs as emulated hosts (planning.placement).
+SHARED_GPU = "shared-gpu"
+
+
 # Root causes name ranks as ranges ("NCCL_ALGO missing on ranks 4-7", "ranks 0-2 wait in ..."); one spelling.
 def compress_ranks(ranks: Iterable[int]) -> str:
     """[0, 1, 2, 5, 7, 8] -> '0-2,5,7-8'."""
@@ -115,6 +119,14 @@ class ProbeResult:
     hang: dict[str, Any] = field(default_factory=dict)  # timeout diagnosis (execution.hang): line, per-rank stacks
     # every expectation that applied (thresholds.Check.to_json: measured, expected, met, line); set by thresholds.judge
     thresholds: list[dict[str, Any]] = field(default_factory=list)
+    # where the ranks ran on the host's GPUs (planning.placement.Placement.to_json: kind, label, ranks, gpus,
+    # emulated_hosts); {} for launchers that place ranks themselves. A shared-gpu run's bandwidth is not representative.
+    placement: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def shared_gpu(self) -> bool:
+        """Ranks shared GPUs (emulated hosts): pass/fail and transport hold, bandwidth figures do not."""
+        return self.placement.get("kind") == SHARED_GPU
 
     @property
     def passed(self) -> bool:

@@ -14,9 +14,9 @@ from typing import Any, Mapping, Optional, Sequence
 
 from envmatrix.errors import PlanError
 from envmatrix.planning.grid import Grid
+from envmatrix.results import SHARED_GPU
 
 ONE_PER_RANK = "one-gpu-per-rank"
-SHARED_GPU = "shared-gpu"
 CPU = "cpu"
 
 GIB = 1 << 30

@@ -5,7 +5,7 @@ from __future__ import annotations
 import socket
 from typing import Any, Mapping, Optional
 
-from envmatrix.boundary import LAUNCHER_RANK_VARS, read_launcher_identity
+from envmatrix.boundary import EMULATED_HOST_VAR, LAUNCHER_RANK_VARS, read_launcher_identity
 
 
 def rank_identity(env: Mapping[str, str]) -> Optional[tuple[int, int, int]]:
@@ -63,8 +63,13 @@ def rendezvous_interface(env: Mapping[str, str]) -> tuple[Optional[str], str]:
     return interface_of_address(local), "route to MASTER_ADDR"
 
 
+def hostname(env: Mapping[str, str]) -> str:
+    """The host a rank ran on: the emulated host it was placed as (several share this machine), else this machine."""
+    return env.get(EMULATED_HOST_VAR) or socket.gethostname()
+
+
 def host_identity(env: Mapping[str, str], torch: Any = None, device: Any = None) -> dict[str, Optional[str]]:
     """What a rank records about where it ran (RankResult's hostname/gpu_uuid/pci_bus_id/nic)."""
     uuid, pci = gpu_identity(torch, device) if torch is not None else ("cpu", "cpu")
     nic, source = rendezvous_interface(env)
-    return {"hostname": socket.gethostname(), "gpu_uuid": uuid, "pci_bus_id": pci, "nic": nic, "nic_source": source}
+    return {"hostname": hostname(env), "gpu_uuid": uuid, "pci_bus_id": pci, "nic": nic, "nic_source": source}

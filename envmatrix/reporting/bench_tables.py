@@ -20,6 +20,18 @@ def headline_bw(m: dict[str, Any]) -> Optional[float]:
     return m.get("busbw_gbps") if m.get("busbw_gbps") is not None else m.get("algbw_gbps")
 
 
+NOT_REPRESENTATIVE = "not representative"
+
+
+def shared_gpu_note(results: Sequence[ProbeResult]) -> str:
+    """The mark every bandwidth table of shared-GPU runs carries ("" when none shared): emulated hosts on one GPU
+    show pass/fail and transport as on a cluster, their busbw is the one GPU's, split."""
+    labels = list(dict.fromkeys(str(r.placement.get("label")) for r in results if r.shared_gpu))
+    if not labels:
+        return ""
+    return f"bandwidth {NOT_REPRESENTATIVE}: ranks shared GPUs as emulated hosts ({'; '.join(labels)})"
+
+
 def timing_label(metrics: Sequence[dict[str, Any]], collective: Optional[str] = None) -> str:
     """Which timing produced these numbers (envmatrix/bench/timing.py), so no table hides it."""
     found = dict.fromkeys(m.get("timing") or "unrecorded" for m in metrics if collective in (None, m["collective"]))
@@ -94,6 +106,9 @@ def bench_markdown(result: ProbeResult, title: str) -> str:
     out = [f"# {title}", ""]
     env = "; ".join(f"{a['var']}={a['value']}" if a["op"] == "set" else f"{a['op']} {a['var']} {a['value']}" for a in result.setup.get("atoms", []))
     out += [f"setup ({result.setup_name}): `{env or 'inherited env only'}`; grid {result.grid}; backend {result.backend}; outcome {result.outcome}", ""]
+    if result.placement:
+        note = shared_gpu_note([result])
+        out += [f"placement: {result.placement.get('label')}" + (f"; **{note}**" if note else ""), ""]
     if result.versions:
         out += ["versions: " + ", ".join(f"{k} {v}" for k, v in sorted(result.versions.items())), ""]
     for collective in dict.fromkeys(m["collective"] for m in result.metrics):

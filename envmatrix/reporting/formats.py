@@ -23,6 +23,10 @@ def render_markdown(matrix: Matrix, results: Sequence[ProbeResult], title: str) 
     out.append("| ---- | " + " | ".join("---" for _ in matrix.columns) + " |")
     for row in matrix.rows:
         out.append(f"| {row} | " + " | ".join(matrix.cell(row, c) for c in matrix.columns) + " |")
+    placed = {r.grid: r.placement for r in results if r.placement.get("emulated_hosts") or r.shared_gpu}
+    if placed:  # where emulated hosts ran: a shared GPU's cells show pass/fail and transport, not bandwidth
+        out += ["", "## Placement (emulated hosts)", "", "| grid | placement | hosts |", "| --- | --- | --- |"]
+        out += [f"| {g} | {p.get('label')} | {', '.join(p.get('emulated_hosts') or [])} |" for g, p in placed.items()]
     out += ["", "## Setups", "", "| setup | env (diff against the first setup) |", "| --- | --- |"]
     out += [f"| ({name}) | `{_md_escape(env)}` |" for name, env in matrix.legend]
     if any(r.nccl.get("transport") for r in results):
@@ -47,12 +51,14 @@ def render_markdown(matrix: Matrix, results: Sequence[ProbeResult], title: str) 
         out += ["", "## Hosts", "", "| " + " | ".join(HOST_COLUMNS) + " |", "|" + " --- |" * len(HOST_COLUMNS)]
         out += ["| " + " | ".join(_md_escape(c) for c in host_cells(row)) + " |" for row in hosts]
     if any(r.metrics for r in results):
-        from envmatrix.reporting.bench_tables import busbw_by_setup, markdown_table
+        from envmatrix.reporting.bench_tables import busbw_by_setup, markdown_table, shared_gpu_note
 
         for grid in matrix.rows:
             header, rows = busbw_by_setup(results, grid)
+            note = shared_gpu_note([r for r in results if r.grid == grid])
             if rows:
-                out += ["", f"## busbw on {grid} (largest size benched)", "", markdown_table(header, rows)]
+                out += ["", f"## busbw on {grid} (largest size benched)" + (f": {note}" if note else ""), "",
+                        markdown_table(header, rows)]
     versions = next((r.versions for r in results if r.versions), {})
     if versions:
         out += ["", "## Versions", ""] + [f"- {k}: {v}" for k, v in sorted(versions.items())]

@@ -17,6 +17,8 @@ from envmatrix.planning.grid import Grid
 from envmatrix.search.objective import EvalOutcome, MissingMetric, Objective, compact_metrics, evaluate
 
 NO_METRIC = "no_metric"
+# A trial whose ranks shared GPUs (emulated hosts): its bandwidth says nothing about the setup, so no objective reads it.
+SHARED_GPU_FIGURES = "shared_gpu_figures"
 
 
 @dataclass
@@ -24,11 +26,12 @@ class ProbeEvaluator:
     session: Any  # engine.Session; its sweep_id is ``search-<study name>``
     grids: Sequence[Grid]
     objectives: Sequence[Objective]
+    allow_shared_gpu_figures: bool = False  # search.allow_shared_gpu_figures: the user takes shared-GPU busbw as is
 
     def measure(self, label: str, setup: Setup) -> EvalOutcome:
         from envmatrix.engine import run_trial
 
-        refs, metrics, compact = [], {}, {}
+        refs, metrics, compact, shared = [], {}, {}, []
         for grid in self.grids:
             # every measurement is a fresh launch: confirmation rounds re-measure the same env on purpose
             trial = run_trial(self.session, setup, grid, reuse=False, label=label)
@@ -37,9 +40,17 @@ class ProbeEvaluator:
             if not result.passed:
                 line = (result.root_cause or {}).get("line") or result.outcome
                 return EvalOutcome(None, result.outcome, f"{grid.label}: {line}", {"results": refs})
+            if result.shared_gpu and not self.allow_shared_gpu_figures:
+                return EvalOutcome(None, SHARED_GPU_FIGURES, f"{grid.label}: passed, but its ranks shared GPUs "
+                                   f"({result.placement.get('label')}): bandwidth not representative, so no objective "
+                                   "value; allowed: search.allow_shared_gpu_figures: true", {"results": refs})
+            if result.shared_gpu:
+                shared.append(grid.label)
             metrics[grid.label] = result.metrics
             compact[grid.label] = compact_metrics(result.metrics)
         attrs: dict[str, Any] = {"results": refs, "metrics": compact}
+        if shared:  # asked for: the figures count, and every table and export built from them says so
+            attrs["shared_gpu"] = shared
         try:
             values = [evaluate(o, metrics) for o in self.objectives]
             attrs["per_grid"] = {
