@@ -10,8 +10,8 @@ import pytest
 
 from conftest import REPO, write_conf
 from envmatrix.errors import ConfigError
-from envmatrix.reporting.diff import diff_runs, parse_threshold
-from envmatrix.reporting.html_model import load_results
+from envmatrix.app.report import load_results
+from envmatrix.judgement.regressions import diff_runs, parse_threshold
 from envmatrix.store.sqlite import SqliteStore
 
 GPU_BENCH = REPO / "benchmarks" / "results" / "h200_fidelity" / "run2_2x2" / "envmatrix"  # a real 2x2 NCCL bench on H200s
@@ -72,7 +72,8 @@ def test_flips_carry_the_error_line():
 
 
 def test_slow_against_recorded_gpu_baseline_is_a_regression_with_measured_and_expected():
-    from envmatrix.reporting.thresholds import judge, load_baseline
+    from envmatrix.app.report import load_baseline
+    from envmatrix.judgement.thresholds import judge
 
     a = gpu_result()
     size = max(m["size_bytes"] for m in a.metrics if m["collective"] == "allreduce")

@@ -135,7 +135,8 @@ def test_host_bisect_judges_slow_against_a_recorded_runs_floors(tmp_path, tolera
     sweep/bench read them), judge() on each group's measured result, verdict_of() into the search."""
     from envmatrix.app.host_bisect import verdict_of
     from envmatrix.bisect.hosts import Evidence
-    from envmatrix.reporting.thresholds import judge, load_baseline
+    from envmatrix.app.report import load_baseline
+    from envmatrix.judgement.thresholds import judge
 
     good = tmp_path / "good"
     good.mkdir()

@@ -8,7 +8,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from conftest import REPO, write_conf
-from envmatrix.reporting.html_model import load_results
+from envmatrix.app.report import load_results
 from envmatrix.reporting.junit import junit_xml
 
 

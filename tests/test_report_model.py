@@ -7,7 +7,8 @@ import copy
 from conftest import REPO
 from envmatrix.reporting import plots
 from envmatrix.reporting.bench_tables import headline_bw
-from envmatrix.reporting.html_model import SearchModel, SearchTrial, best_so_far, build_curves, build_matrix_model, load_results
+from envmatrix.app.report import load_results
+from envmatrix.reporting.html_model import SearchModel, SearchTrial, best_so_far, build_curves, build_matrix_model
 
 EXAMPLES = REPO / "reports" / "examples"
 GPU_BENCH = REPO / "benchmarks" / "results" / "h200_fidelity" / "run2_2x2" / "envmatrix"

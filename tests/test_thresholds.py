@@ -21,7 +21,7 @@ from envmatrix.errors import ConfigError
 from envmatrix.results import OUTCOMES, PASS, SLOW, ProbeResult
 from envmatrix.bench.expect import BUSBW, TIME, Expectation
 from envmatrix.config.expect import parse_expect
-from envmatrix.reporting.thresholds import baseline_expectations, evaluate_thresholds, judge, parse_percent
+from envmatrix.judgement.thresholds import baseline_expectations, evaluate_thresholds, judge, parse_percent
 
 
 def result(grid="1x2", setup="a", outcome=PASS, points=((("allreduce", 1 << 20), 10.0, 100.0),), backend="gloo"):

@@ -12,7 +12,7 @@ from envmatrix.errors import ConfigError
 from envmatrix.planning.grid import Grid
 from envmatrix.results import LAUNCH_ERROR, PASS, UNRESOLVED as RUN_UNRESOLVED, ProbeResult
 
-SLOW_OUTCOME = "slow"  # a measured cell below its expect:/--baseline floor (reporting.thresholds.judge)
+SLOW_OUTCOME = "slow"  # a measured cell below its expect:/--baseline floor (judgement.thresholds.judge)
 HOST_LAUNCHERS = ("mpirun", "mpiexec", "srun")
 
 
@@ -31,7 +31,7 @@ def run_host_bisect(inp: Any, hosts: list[str], ppn: int, setup: Any, run_dir: s
     from envmatrix.engine.session import open_session
     from envmatrix.engine.trial import plan_trial, run_at_once
     from envmatrix.launchers import configure_launcher
-    from envmatrix.reporting.thresholds import judge
+    from envmatrix.judgement.thresholds import judge
 
     if inp.launcher not in HOST_LAUNCHERS:
         raise ConfigError(f"bisect --hosts: launcher={inp.launcher} runs on this host only; allowed: launcher={', '.join(HOST_LAUNCHERS)}")

@@ -13,7 +13,7 @@ from envmatrix.engine.trial import Listener, trial_workdir
 from envmatrix.planning.plan import Run, plan_runs
 from envmatrix.probes import get_probe
 from envmatrix.results import ProbeResult
-from envmatrix.reporting.thresholds import judge
+from envmatrix.judgement.thresholds import judge
 
 SweepProgress = TrialProgress  # the name the console's progress display knows
 

@@ -10,7 +10,7 @@ Rows keep the order collectives were asked in (``-c``), sizes ascending.
 from __future__ import annotations
 
 import statistics
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Optional
 
 from envmatrix.bench.formulas import bandwidths
 
@@ -25,6 +25,11 @@ def headline_rows(metrics: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any
         if key not in chosen or (chosen[key].get("in_place") and not m.get("in_place")):
             chosen[key] = m
     return list(chosen.values())
+
+
+def headline_bw(m: Mapping[str, Any]) -> Optional[float]:
+    """busbw, or algbw for patterns without a bus-bandwidth factor (ps_central, ps_sharded)."""
+    return m.get("busbw_gbps") if m.get("busbw_gbps") is not None else m.get("algbw_gbps")
 
 
 def aggregate_rows(rank_rows: Iterable[dict[str, Any]], ranks: int) -> list[dict[str, Any]]:

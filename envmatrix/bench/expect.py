@@ -1,7 +1,7 @@
 """What a measured cell is expected to reach (pure): a busbw floor or a time ceiling per collective and size.
 
 The model the layers share: envmatrix.config.expect builds it from a config's ``expect:`` block,
-envmatrix.reporting.thresholds judges results against it and builds it from a recorded baseline.
+envmatrix.judgement.thresholds judges results against it and builds it from a recorded baseline.
 """
 
 from __future__ import annotations

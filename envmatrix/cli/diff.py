@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 
 from envmatrix.errors import EXIT_FAILURES, EXIT_OK
 
@@ -28,40 +27,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
-    from envmatrix.reporting.diff import diff_runs, parse_threshold
-    from envmatrix.reporting.html_model import load_results
+    from envmatrix.app.diff import diff_run_dirs
+    from envmatrix.reporting.diff import diff_text
 
-    threshold = parse_threshold(args.busbw_drop)
-    runs = []
-    for path in (args.run_a, args.run_b):
-        results = [r for r in load_results(path, "diff") if not str(r.sweep_id or "").startswith(("bisect-", "search-"))]
-        if not results:
-            from envmatrix.errors import ConfigError
-
-            raise ConfigError(f"diff: {path}: no sweep or bench results there (results.sqlite or results.json)")
-        runs.append(results)
-    result = diff_runs(runs[0], runs[1], threshold)
-    if args.json:
-        print(json.dumps(result.to_json(), indent=1))
-    else:
-        _print_text(result, args.run_a, args.run_b)
+    result = diff_run_dirs(args.run_a, args.run_b, args.busbw_drop)
+    print(json.dumps(result.to_json(), indent=1) if args.json else diff_text(result, args.run_a, args.run_b))
     return EXIT_FAILURES if result.regressed else EXIT_OK
-
-
-def _print_text(d, run_a: str, run_b: str) -> None:
-    print(f"diff {os.path.basename(os.path.abspath(run_a))} -> {os.path.basename(os.path.abspath(run_b))}: "
-          f"{len(d.broke)} pass->fail, {len(d.fixed)} fail->pass, {len(d.slower)} busbw drops > {d.threshold_pct:g}% "
-          f"({d.compared_points} (collective, size) points compared)")
-    for f in d.broke:
-        print(f"  REGRESSION ({f.setup}) {f.grid} [{f.backend}]: pass -> {f.after}: {f.line}")
-    for c in d.slower:
-        print(f"  REGRESSION ({c.setup}) {c.grid} [{c.backend}] {c.collective} {c.size_bytes} B: busbw "
-              f"{c.before_gbps:.3g} -> {c.after_gbps:.3g} GB/s ({c.change_pct:+.1f}%)")
-    for f in d.fixed:
-        print(f"  fixed ({f.setup}) {f.grid} [{f.backend}]: {f.before} -> pass (was: {f.line})")
-    for f in d.changed_failure:
-        print(f"  still failing ({f.setup}) {f.grid} [{f.backend}]: {f.before} -> {f.after}: {f.line}")
-    for label, keys in (("only in A", d.only_a), ("only in B", d.only_b)):
-        if keys:
-            print(f"  {label}: " + ", ".join(f"({s}) {g} [{b}]" for s, g, b in keys))
-    print("verdict: " + ("REGRESSED" if d.regressed else "no regression"))

@@ -23,7 +23,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from envmatrix.reporting.html import write_html_report
+    from envmatrix.app.report import write_html_report
 
     print(f"html report: {write_html_report(args.run_dir, args.output, args.title)}")
     return EXIT_OK

@@ -45,5 +45,5 @@ class SweepSchema:
     search: Dict[str, Any] = field(default_factory=dict)  # envmatrix search: space, objective, sampler, storage
     hosts: List[str] = field(default_factory=list)  # cluster launchers: hosts to run on (default: the allocation)
     launcher_opts: Dict[str, Any] = field(default_factory=dict)
-    expect: Dict[str, Any] = field(default_factory=dict)  # busbw floors / time ceilings per collective and size (config.expect parses them, reporting.thresholds judges)
+    expect: Dict[str, Any] = field(default_factory=dict)  # busbw floors / time ceilings per collective and size (config.expect parses them, judgement.thresholds judges)
     hermetic: bool = False  # hide ~/.nccl.conf and pin what /etc/nccl.conf would fill (env.hermetic)  # per launcher name, e.g. {mpirun: {no_export: [X]}}

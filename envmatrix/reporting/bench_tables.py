@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Optional, Sequence
 
-from envmatrix.bench.aggregate import headline_rows
+from envmatrix.bench.aggregate import headline_bw, headline_rows
 from envmatrix.bench.sizes import format_size
 from envmatrix.results import ProbeResult
 
@@ -13,11 +13,6 @@ NCCL_TESTS_COLUMNS = ("size (B)", "count", "type", "time (us)", "min", "median",
 
 def _f(value: Optional[float], digits: int = 2) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
-
-
-def headline_bw(m: dict[str, Any]) -> Optional[float]:
-    """busbw, or algbw for patterns without a bus-bandwidth factor (ps_central, ps_sharded)."""
-    return m.get("busbw_gbps") if m.get("busbw_gbps") is not None else m.get("algbw_gbps")
 
 
 NOT_REPRESENTATIVE = "not representative"

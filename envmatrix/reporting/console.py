@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Optional, Sequence
+from typing import Optional, Protocol, Sequence
 
 from rich.console import Console, Group
 from rich.live import Live
@@ -12,10 +12,25 @@ from rich.text import Text
 
 from envmatrix.reporting.hosts import HOST_COLUMNS, host_cells, host_rows
 from envmatrix.reporting.matrix import Matrix
+from envmatrix.planning.plan import Run
 from envmatrix.results import ProbeResult
 
-if TYPE_CHECKING:  # annotations only: reporting sits below the application layer that owns sweep progress
-    from envmatrix.app.sweep import SweepProgress
+
+class Progress(Protocol):
+    """What the console reads of a command's progress (the engine's TrialProgress is one): reporting names no
+    layer above it."""
+
+    total: int
+    skipped: int
+    done: int
+    passed: int
+    failed: int
+    current: Optional[Run]
+
+    @property
+    def remaining(self) -> int: ...
+
+    def eta_s(self) -> Optional[float]: ...
 
 
 def _fmt_eta(seconds: Optional[float]) -> str:
@@ -32,7 +47,7 @@ class LiveProgress:
         self.live: Optional[Live] = None
         self.last: Optional[str] = None
 
-    def _render(self, p: SweepProgress) -> Group:
+    def _render(self, p: Progress) -> Group:
         current = f"({p.current.setup.name}) on {p.current.grid.label}" if p.current else "-"
         line = Text.assemble(
             ("sweep ", "bold"),
@@ -44,7 +59,7 @@ class LiveProgress:
         )
         return Group(line, Text(self.last or "", style="dim"))
 
-    def __call__(self, event: str, progress: SweepProgress, result: Optional[ProbeResult]) -> None:
+    def __call__(self, event: str, progress: Progress, result: Optional[ProbeResult]) -> None:
         if event == "start":
             self.live = Live(self._render(progress), console=self.console, refresh_per_second=4, transient=False)
             self.live.start()
@@ -125,6 +140,6 @@ def probe_line(tag: str, label: str, result, launched: bool = True, width: int =
     return f"[{tag}] {label}: {mark}" + ("" if launched else " (stored, not launched)")
 
 
-def eta_suffix(progress: SweepProgress) -> str:
+def eta_suffix(progress: Progress) -> str:
     """`` ETA 42s`` for plain progress lines (CI logs get the ETA a terminal shows live)."""
     return f" ETA {_fmt_eta(progress.eta_s())}" if progress.remaining else " done"

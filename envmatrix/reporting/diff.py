@@ -1,115 +1,28 @@
-"""Run A vs run B (pure): cells that flipped, and busbw drops beyond a threshold per (setup, grid, collective, size)."""
+"""``envmatrix diff``'s text: a :class:`judgement.regressions.RunDiff` as the lines a terminal shows (pure)."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
-from typing import Any, Optional, Sequence
+import os
 
-from envmatrix.bench.aggregate import headline_rows
-from envmatrix.reporting.bench_tables import headline_bw
-from envmatrix.results import ProbeResult
-
-CellKey = tuple[str, str, str]  # (setup, grid, backend)
+from envmatrix.judgement.regressions import RunDiff
 
 
-@dataclass
-class Flip:
-    setup: str
-    grid: str
-    backend: str
-    before: str
-    after: str
-    line: str  # root-cause line of the failing side (run B's for pass->fail)
-
-
-@dataclass
-class BusbwChange:
-    setup: str
-    grid: str
-    backend: str
-    collective: str
-    size_bytes: int
-    before_gbps: float
-    after_gbps: float
-
-    @property
-    def change_pct(self) -> float:
-        return 100.0 * (self.after_gbps - self.before_gbps) / self.before_gbps
-
-    def to_json(self) -> dict[str, Any]:
-        return {**asdict(self), "change_pct": round(self.change_pct, 2)}
-
-
-@dataclass
-class RunDiff:
-    threshold_pct: float
-    broke: list[Flip] = field(default_factory=list)  # pass -> fail
-    fixed: list[Flip] = field(default_factory=list)  # fail -> pass
-    changed_failure: list[Flip] = field(default_factory=list)  # fail -> another failure class
-    slower: list[BusbwChange] = field(default_factory=list)  # busbw dropped beyond the threshold
-    compared_points: int = 0
-    only_a: list[CellKey] = field(default_factory=list)
-    only_b: list[CellKey] = field(default_factory=list)
-
-    @property
-    def regressed(self) -> bool:
-        return bool(self.broke or self.slower)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "threshold_pct": self.threshold_pct,
-            "regressed": self.regressed,
-            "pass_to_fail": [asdict(f) for f in self.broke],
-            "fail_to_pass": [asdict(f) for f in self.fixed],
-            "failure_changed": [asdict(f) for f in self.changed_failure],
-            "busbw_regressions": [c.to_json() for c in self.slower],
-            "busbw_points_compared": self.compared_points,
-            "only_in_a": [list(k) for k in self.only_a],
-            "only_in_b": [list(k) for k in self.only_b],
-        }
-
-
-def parse_threshold(text: str) -> float:
-    """``5%``, ``5`` (percent) or ``0.05`` (fraction below 1) -> percent."""
-    from envmatrix.reporting.thresholds import parse_percent
-
-    return parse_percent(text, "--busbw-drop")
-
-
-def _cells(results: Sequence[ProbeResult]) -> dict[CellKey, ProbeResult]:
-    return {(r.setup_name, r.grid, r.backend): r for r in results}  # later results (newer attempts) win
-
-
-def _bw_points(result: ProbeResult) -> dict[tuple[str, int], float]:
-    rows = headline_rows(result.metrics)
-    return {(m["collective"], int(m["size_bytes"])): float(headline_bw(m)) for m in rows if headline_bw(m) is not None}
-
-
-def _line(result: ProbeResult) -> str:
-    return str((result.root_cause or {}).get("line") or "")
-
-
-def diff_runs(a: Sequence[ProbeResult], b: Sequence[ProbeResult], threshold_pct: float) -> RunDiff:
-    cells_a, cells_b = _cells(a), _cells(b)
-    out = RunDiff(threshold_pct)
-    out.only_a = [k for k in cells_a if k not in cells_b]
-    out.only_b = [k for k in cells_b if k not in cells_a]
-    for key, ra in cells_a.items():
-        rb: Optional[ProbeResult] = cells_b.get(key)
-        if rb is None:
-            continue
-        if ra.passed and not rb.passed:
-            out.broke.append(Flip(*key, ra.outcome, rb.outcome, _line(rb)))
-        elif not ra.passed and rb.passed:
-            out.fixed.append(Flip(*key, ra.outcome, rb.outcome, _line(ra)))
-        elif not ra.passed and not rb.passed and ra.outcome != rb.outcome:
-            out.changed_failure.append(Flip(*key, ra.outcome, rb.outcome, _line(rb)))
-        pa, pb = _bw_points(ra), _bw_points(rb)
-        for point in sorted(pa.keys() & pb.keys()):
-            if pa[point] <= 0:
-                continue
-            out.compared_points += 1
-            change = BusbwChange(*key, point[0], point[1], pa[point], pb[point])
-            if -change.change_pct > threshold_pct:
-                out.slower.append(change)
-    return out
+def diff_text(d: RunDiff, run_a: str, run_b: str) -> str:
+    """The summary line, each regression, fix, changed failure and unmatched cell, then the verdict."""
+    lines = [f"diff {os.path.basename(os.path.abspath(run_a))} -> {os.path.basename(os.path.abspath(run_b))}: "
+             f"{len(d.broke)} pass->fail, {len(d.fixed)} fail->pass, {len(d.slower)} busbw drops > {d.threshold_pct:g}% "
+             f"({d.compared_points} (collective, size) points compared)"]
+    for f in d.broke:
+        lines.append(f"  REGRESSION ({f.setup}) {f.grid} [{f.backend}]: pass -> {f.after}: {f.line}")
+    for c in d.slower:
+        lines.append(f"  REGRESSION ({c.setup}) {c.grid} [{c.backend}] {c.collective} {c.size_bytes} B: busbw "
+                     f"{c.before_gbps:.3g} -> {c.after_gbps:.3g} GB/s ({c.change_pct:+.1f}%)")
+    for f in d.fixed:
+        lines.append(f"  fixed ({f.setup}) {f.grid} [{f.backend}]: {f.before} -> pass (was: {f.line})")
+    for f in d.changed_failure:
+        lines.append(f"  still failing ({f.setup}) {f.grid} [{f.backend}]: {f.before} -> {f.after}: {f.line}")
+    for label, keys in (("only in A", d.only_a), ("only in B", d.only_b)):
+        if keys:
+            lines.append(f"  {label}: " + ", ".join(f"({s}) {g} [{b}]" for s, g, b in keys))
+    lines.append("verdict: " + ("REGRESSED" if d.regressed else "no regression"))
+    return "\n".join(lines)

@@ -1,4 +1,5 @@
-"""``report.html``: one self-contained file (inline SVG + CSS, no external fetch) from a run directory."""
+"""``report.html``: one self-contained page (inline SVG + CSS, no external fetch) rendered from a loaded run directory
+(:class:`html_model.RunData`; app/report.py loads it and writes the page)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Optional
 
 from envmatrix.reporting import plots
 from envmatrix.reporting.hosts import HOST_COLUMNS, host_cells, host_rows
-from envmatrix.reporting.html_model import RunData, build_curves, build_matrix_model, load_run
+from envmatrix.reporting.html_model import RunData, build_curves, build_matrix_model
 
 REPORT_NAME = "report.html"
 
@@ -80,31 +81,3 @@ def render_html(data: RunData, title: Optional[str] = None) -> str:
         hosts=[host_cells(row) for row in host_rows(cells)], host_columns=HOST_COLUMNS, search=search, best=best,
         n_results=len(data.results), outcome_colors=plots.OUTCOME_COLORS, **sections,
     )
-
-
-def write_html_report(run_dir: str, path: Optional[str] = None, title: Optional[str] = None) -> str:
-    """Render the run directory and replace ``path`` (default RUN_DIR/report.html) atomically."""
-    html = render_html(load_run(run_dir), title)
-    path = path or os.path.join(run_dir, REPORT_NAME)
-    tmp = f"{path}.tmp"
-    with open(tmp, "w") as fh:
-        fh.write(html)
-    os.replace(tmp, path)
-    return path
-
-
-def after_command(run_dir: str, console, junit_path: Optional[str] = None, suite: str = "envmatrix", results=()) -> None:
-    """The hook at the end of sweep/bench/bisect/search: JUnit when asked, then RUN_DIR/report.html.
-
-    A broken page must not fail the measurement it follows (it is already stored), so a report error is one line.
-    """
-    if junit_path:
-        from envmatrix.reporting.junit import write_junit
-
-        console.print(f"junit: {write_junit(junit_path, suite, list(results))}", markup=False)
-    try:
-        path = write_html_report(run_dir)
-    except Exception as exc:
-        console.print(f"html report not written ({type(exc).__name__}: {exc}); retry with: envmatrix report {run_dir}", markup=False)
-        return
-    console.print(f"html report: {path}", markup=False)

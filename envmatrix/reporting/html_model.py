@@ -1,20 +1,14 @@
-"""What the HTML report shows, built from a run directory's stores (pure once loaded).
-
-A run directory may hold any mix of: sweep and bench results (results.sqlite),
-bisect probes plus their ``bisect_*.json`` reports, and an Optuna study
-(study.sqlite). Each section is built only from what is there.
+"""What the HTML report shows (pure): sections built from a :class:`RunData` its caller loaded (app/report.py reads
+a run directory's stores: sweep and bench results, bisect reports, a search study). Each section is built only from
+what is there.
 """
 
 from __future__ import annotations
 
-import glob
-import json
-import os
 from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence
 
-from envmatrix.bench.aggregate import headline_rows
-from envmatrix.reporting.bench_tables import headline_bw
+from envmatrix.bench.aggregate import headline_bw, headline_rows
 from envmatrix.reporting.hosts import algorithms_line, root_cause_host
 from envmatrix.results import ProbeResult
 
@@ -34,7 +28,7 @@ class Cell:
     duration_s: float
     host: Optional[str] = None  # where the root-cause rank ran
     algorithms: str = ""  # NCCL TUNING: algorithm/protocol per collective
-    thresholds: list = field(default_factory=list)  # thresholds.Check.to_json per expectation that applied
+    thresholds: list = field(default_factory=list)  # judgement.thresholds.Check.to_json per expectation that applied
 
 
 @dataclass
@@ -83,7 +77,12 @@ class RunData:
 
     @property
     def cell_results(self) -> list[ProbeResult]:
-        return [r for r in self.results if not str(r.sweep_id or "").startswith((BISECT_PREFIX, SEARCH_PREFIX))]
+        return cell_results(self.results)
+
+
+def cell_results(results: Sequence[ProbeResult]) -> list[ProbeResult]:
+    """A run's own cells: bisect and search probes share its store but are not its cells."""
+    return [r for r in results if not str(r.sweep_id or "").startswith((BISECT_PREFIX, SEARCH_PREFIX))]
 
 
 def transport_of(result: ProbeResult) -> str:
@@ -124,92 +123,6 @@ def build_curves(results: Sequence[ProbeResult]) -> dict[str, list[Curve]]:
                 [float(m.get("time_us") or 0.0) for m in ms], sum(int(m.get("wrong") or 0) for m in ms),
             ))
     return out
-
-
-def load_bisects(run_dir: str) -> list[dict[str, Any]]:
-    """bisect reports saved next to the store (``bisect_*.json`` per target, or a ``--json`` list)."""
-    reports: dict[tuple[str, str], dict[str, Any]] = {}
-    for path in sorted(glob.glob(os.path.join(run_dir, "bisect*.json"))):
-        try:
-            with open(path) as fh:
-                data = json.load(fh)
-        except (OSError, ValueError):
-            continue  # not ours (or half written): the page still renders the rest
-        for rep in data if isinstance(data, list) else [data]:
-            if isinstance(rep, dict) and "trail" in rep and "atoms" in rep:
-                reports[(str(rep.get("name")), str(rep.get("grid")))] = rep  # a --json copy and the per-target file agree
-    return list(reports.values())
-
-
-def load_search(study_path: str) -> Optional[SearchModel]:
-    """The first envmatrix study in study.sqlite; optuna is imported only when the file exists."""
-    if not os.path.isfile(study_path):
-        return None
-    import optuna
-
-    from envmatrix.search.export import study_meta
-    from envmatrix.search.report import importances
-
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    storage = f"sqlite:///{study_path}"
-    summaries = optuna.study.get_all_study_summaries(storage, include_best_trial=False)
-    if not summaries:
-        return None
-    study = optuna.load_study(study_name=summaries[-1].study_name, storage=storage)
-    space, objectives, meta = study_meta(study)
-    names = list(space.vars)
-    trials = []
-    for t in study.get_trials(deepcopy=False):
-        value = t.values[0] if t.values else None
-        failure = ""
-        if t.user_attrs.get("failed") or t.user_attrs.get("failure_class"):
-            failure = f"{t.user_attrs.get('failure_class', 'failed')}: {t.user_attrs.get('root_cause') or ''}".strip()
-        trials.append(SearchTrial(t.number, t.state.name.lower(), value,
-                                  {n: (None if t.params.get(n) is None else str(t.params.get(n))) for n in names}, failure))
-    table = importances(study, list(objectives), names)
-    imp = []
-    if table is not None and table[0] and table[0][0] == "parameter":
-        imp = [(row[0], float(row[1])) for row in table[1]]
-    o = objectives[0]
-    summary = [f"grids {', '.join(meta.get('grids', []))}; backend {meta.get('backend')}; {len(trials)} trials"]
-    return SearchModel(study.study_name, o.name, o.direction, names, trials, imp, summary)
-
-
-def load_results(run_dir: str, where: str = "report") -> list[ProbeResult]:
-    """Newest attempt of every stored run: results.sqlite, else the results.json a sweep writes next to it."""
-    from envmatrix.engine.session import open_store_at
-    from envmatrix.errors import ConfigError
-
-    run_dir = os.path.abspath(run_dir)  # the store URL is sqlite:///<path>: a relative path would turn absolute
-    if os.path.isfile(run_dir) and run_dir.endswith((".sqlite", ".db")):
-        store_path, json_path = run_dir, ""
-    else:
-        if not os.path.isdir(run_dir):
-            raise ConfigError(f"{where}: {run_dir}: not a directory; give a run directory (the --out of a sweep, bench, bisect or search)")
-        store_path, json_path = os.path.join(run_dir, "results.sqlite"), os.path.join(run_dir, "results.json")
-    if os.path.isfile(store_path):
-        with open_store_at(store_path) as store:
-            return store.latest()
-    if json_path and os.path.isfile(json_path):
-        with open(json_path) as fh:
-            try:
-                data = json.load(fh)
-                return [ProbeResult.from_json(r) for r in data["results"]]
-            except (ValueError, KeyError, TypeError) as exc:
-                raise ConfigError(f"{where}: {json_path}: not an envmatrix results.json ({exc})") from None
-    return []
-
-
-def load_run(run_dir: str) -> RunData:
-    from envmatrix.errors import ConfigError
-
-    data = RunData(run_dir, load_results(run_dir))
-    data.bisects = load_bisects(run_dir)
-    data.search = load_search(os.path.abspath(os.path.join(run_dir, "study.sqlite")))
-    if not (data.results or data.bisects or data.search):
-        raise ConfigError(f"report: {run_dir}: no results.sqlite, results.json, bisect_*.json or study.sqlite with results; "
-                          "give the --out directory of a sweep, bench, bisect or search")
-    return data
 
 
 def best_so_far(trials: Sequence[SearchTrial], direction: str) -> list[tuple[int, float]]:

@@ -3,13 +3,13 @@
 Expectations (envmatrix.bench.expect) come from a config's ``expect:`` block (busbw floors in GB/s or
 time ceilings in us, per collective and message size, optionally per grid; envmatrix.config.expect parses
 it) or from a recorded run (``--baseline RUN_DIR --tolerance 10%``: each stored point of the same setup, grid and backend,
-less the tolerance). :func:`judge` is the one place that turns a verdict into the ``slow``
-outcome; :func:`evaluate_thresholds` is the verdict alone (host bisect calls it).
+less the tolerance; the application layer reads that run, ``app.report.load_baseline``). :func:`judge` is the one
+place that turns a verdict into the ``slow`` outcome; :func:`evaluate_thresholds` is the verdict alone (host bisect
+calls it). Pure: results in, verdicts out.
 """
 
 from __future__ import annotations
 
-import os
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable, Optional, Sequence
 
@@ -79,8 +79,7 @@ def _ratio(check: Check) -> float:
 
 def measured_points(result: ProbeResult) -> dict[tuple[str, int, str], float]:
     """(collective, size, metric) -> value; out-of-place rows when a run has both (as nccl-tests' headline)."""
-    from envmatrix.bench.aggregate import headline_rows
-    from envmatrix.reporting.bench_tables import headline_bw
+    from envmatrix.bench.aggregate import headline_bw, headline_rows
 
     rows = headline_rows(result.metrics)
     points: dict[tuple[str, int, str], float] = {}
@@ -152,17 +151,3 @@ def baseline_expectations(results: Iterable[ProbeResult], tolerance_pct: float, 
             out.append(Expectation(collective, size, BUSBW, floor, grid=result.grid, setup=result.setup_name,
                                    backend=result.backend, source=f"{source}: {_num(value)} GB/s -{tolerance_pct:g}%"))
     return tuple(out)
-
-
-def load_baseline(run_dir: str, tolerance: Any) -> tuple[Expectation, ...]:
-    """``--baseline RUN_DIR --tolerance T``: floors from that run's store (read, never written)."""
-    tolerance_pct = parse_percent(tolerance, "--tolerance")
-    from envmatrix.reporting.html_model import load_results
-
-    # bisect/search probes share the store but are not the run's cells
-    results = [r for r in load_results(run_dir, "--baseline") if not str(r.sweep_id or "").startswith(("bisect-", "search-"))]
-    found = baseline_expectations(results, tolerance_pct, f"baseline {os.path.basename(os.path.abspath(run_dir))}")
-    if not found:
-        raise ConfigError(f"--baseline {run_dir}: no passing run with bandwidth figures in its store; allowed: a run "
-                          f"directory of a bench or a sweep with probe.bench")
-    return found

@@ -1,0 +1,20 @@
+"""``envmatrix diff``'s lifecycle: read both run directories' cells, then judge run B against run A."""
+
+from __future__ import annotations
+
+from envmatrix.app.report import load_results
+from envmatrix.errors import ConfigError
+from envmatrix.judgement.regressions import RunDiff, diff_runs, parse_threshold
+from envmatrix.reporting.html_model import cell_results
+
+
+def diff_run_dirs(run_a: str, run_b: str, busbw_drop: str) -> RunDiff:
+    """Cells that flipped and busbw drops beyond ``busbw_drop`` (``5%``); ConfigError (exit 2) on bad input."""
+    threshold = parse_threshold(busbw_drop)
+    runs = []
+    for path in (run_a, run_b):
+        results = cell_results(load_results(path, "diff"))
+        if not results:
+            raise ConfigError(f"diff: {path}: no sweep or bench results there (results.sqlite or results.json)")
+        runs.append(results)
+    return diff_runs(runs[0], runs[1], threshold)

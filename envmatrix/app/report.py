@@ -1,0 +1,130 @@
+"""Reading a run directory for a report: its stores become plain data (results, bisect reports, a search study's
+model), which reporting renders. ``envmatrix report`` and every command's closing report.html come through here;
+so do ``--baseline`` floors (a recorded run's results, judged by judgement.thresholds).
+
+A run directory may hold any mix of: sweep and bench results (results.sqlite, or the results.json a sweep writes
+next to it), bisect probes plus their ``bisect_*.json`` reports, and an Optuna study (study.sqlite).
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+from typing import Any, Optional
+
+from envmatrix.bench.expect import Expectation
+from envmatrix.errors import ConfigError
+from envmatrix.reporting.html_model import RunData, SearchModel, SearchTrial, cell_results
+from envmatrix.results import ProbeResult
+
+
+def load_results(run_dir: str, where: str = "report") -> list[ProbeResult]:
+    """Newest attempt of every stored run: results.sqlite, else the results.json a sweep writes next to it."""
+    from envmatrix.engine.session import open_store_at
+
+    run_dir = os.path.abspath(run_dir)  # the store URL is sqlite:///<path>: a relative path would turn absolute
+    if os.path.isfile(run_dir) and run_dir.endswith((".sqlite", ".db")):
+        store_path, json_path = run_dir, ""
+    else:
+        if not os.path.isdir(run_dir):
+            raise ConfigError(f"{where}: {run_dir}: not a directory; give a run directory (the --out of a sweep, bench, bisect or search)")
+        store_path, json_path = os.path.join(run_dir, "results.sqlite"), os.path.join(run_dir, "results.json")
+    if os.path.isfile(store_path):
+        with open_store_at(store_path) as store:
+            return store.latest()
+    if json_path and os.path.isfile(json_path):
+        with open(json_path) as fh:
+            try:
+                data = json.load(fh)
+                return [ProbeResult.from_json(r) for r in data["results"]]
+            except (ValueError, KeyError, TypeError) as exc:
+                raise ConfigError(f"{where}: {json_path}: not an envmatrix results.json ({exc})") from None
+    return []
+
+
+def load_bisects(run_dir: str) -> list[dict[str, Any]]:
+    """bisect reports saved next to the store (``bisect_*.json`` per target, or a ``--json`` list)."""
+    reports: dict[tuple[str, str], dict[str, Any]] = {}
+    for path in sorted(glob.glob(os.path.join(run_dir, "bisect*.json"))):
+        try:
+            with open(path) as fh:
+                data = json.load(fh)
+        except (OSError, ValueError):
+            continue  # not ours (or half written): the page still renders the rest
+        for rep in data if isinstance(data, list) else [data]:
+            if isinstance(rep, dict) and "trail" in rep and "atoms" in rep:
+                reports[(str(rep.get("name")), str(rep.get("grid")))] = rep  # a --json copy and the per-target file agree
+    return list(reports.values())
+
+
+def load_search(study_path: str) -> Optional[SearchModel]:
+    """The first envmatrix study in study.sqlite, ranked by search's own helpers; optuna is imported only when
+    the file exists."""
+    if not os.path.isfile(study_path):
+        return None
+    import optuna
+
+    from envmatrix.search.export import study_meta
+    from envmatrix.search.report import importances
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    storage = f"sqlite:///{study_path}"
+    summaries = optuna.study.get_all_study_summaries(storage, include_best_trial=False)
+    if not summaries:
+        return None
+    study = optuna.load_study(study_name=summaries[-1].study_name, storage=storage)
+    space, objectives, meta = study_meta(study)
+    names = list(space.vars)
+    trials = []
+    for t in study.get_trials(deepcopy=False):
+        value = t.values[0] if t.values else None
+        failure = ""
+        if t.user_attrs.get("failed") or t.user_attrs.get("failure_class"):
+            failure = f"{t.user_attrs.get('failure_class', 'failed')}: {t.user_attrs.get('root_cause') or ''}".strip()
+        trials.append(SearchTrial(t.number, t.state.name.lower(), value,
+                                  {n: (None if t.params.get(n) is None else str(t.params.get(n))) for n in names}, failure))
+    table = importances(study, list(objectives), names)
+    imp = []
+    if table is not None and table[0] and table[0][0] == "parameter":
+        imp = [(row[0], float(row[1])) for row in table[1]]
+    o = objectives[0]
+    summary = [f"grids {', '.join(meta.get('grids', []))}; backend {meta.get('backend')}; {len(trials)} trials"]
+    return SearchModel(study.study_name, o.name, o.direction, names, trials, imp, summary)
+
+
+def load_run(run_dir: str) -> RunData:
+    """Everything report.html shows of ``run_dir``; ConfigError (exit 2) when it holds nothing to show."""
+    data = RunData(run_dir, load_results(run_dir))
+    data.bisects = load_bisects(run_dir)
+    data.search = load_search(os.path.abspath(os.path.join(run_dir, "study.sqlite")))
+    if not (data.results or data.bisects or data.search):
+        raise ConfigError(f"report: {run_dir}: no results.sqlite, results.json, bisect_*.json or study.sqlite with results; "
+                          "give the --out directory of a sweep, bench, bisect or search")
+    return data
+
+
+def load_baseline(run_dir: str, tolerance: Any) -> tuple[Expectation, ...]:
+    """``--baseline RUN_DIR --tolerance T``: floors from that run's store (read, never written)."""
+    from envmatrix.judgement.thresholds import baseline_expectations, parse_percent
+
+    tolerance_pct = parse_percent(tolerance, "--tolerance")
+    results = cell_results(load_results(run_dir, "--baseline"))
+    found = baseline_expectations(results, tolerance_pct, f"baseline {os.path.basename(os.path.abspath(run_dir))}")
+    if not found:
+        raise ConfigError(f"--baseline {run_dir}: no passing run with bandwidth figures in its store; allowed: a run "
+                          f"directory of a bench or a sweep with probe.bench")
+    return found
+
+
+def write_html_report(run_dir: str, path: Optional[str] = None, title: Optional[str] = None) -> str:
+    """Render the run directory and replace ``path`` (default RUN_DIR/report.html) atomically."""
+    from envmatrix.reporting.html import REPORT_NAME, render_html
+
+    html = render_html(load_run(run_dir), title)
+    path = path or os.path.join(run_dir, REPORT_NAME)
+    tmp = f"{path}.tmp"
+    with open(tmp, "w") as fh:
+        fh.write(html)
+    os.replace(tmp, path)
+    return path
