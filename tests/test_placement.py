@@ -50,16 +50,25 @@ def test_shared_gpu_places_ranks_round_robin_with_a_host_id_and_name_per_node():
     assert p.kind == SHARED_GPU and p.shared and p.gpus == 3 and p.ranks_per_gpu == 3
     assert [r.device for r in p.ranks] == [0, 1, 2, 0, 1, 2, 0, 1]
     assert [r.hostname for r in p.ranks] == ["emh0"] * 4 + ["emh1"] * 4
-    assert len({r.host_id for r in p.ranks}) == 2 and p.ranks[3].host_id != p.ranks[4].host_id
     assert p.label == "shared-gpu (8 ranks on 3 GPUs)"
+    # a node of 4 ranks on 3 GPUs: local ranks 0-2 and 3 are two NCCL hosts (NCCL refuses one host twice on a GPU)
+    assert [r.host_id for r in p.ranks] == ["envmatrix-node0"] * 3 + ["envmatrix-node0.1"] + \
+        ["envmatrix-node1"] * 3 + ["envmatrix-node1.1"]
+    for host in {r.host_id for r in p.ranks}:
+        devices = [r.device for r in p.ranks if r.host_id == host]
+        assert len(devices) == len(set(devices)), host
     assert p.to_json() == {"kind": SHARED_GPU, "label": p.label, "ranks": 8, "gpus": 3, "ranks_per_gpu": 3,
-                           "emulated_hosts": ["emh0", "emh1"]}
+                           "emulated_hosts": ["emh0", "emh1"], "nccl_hosts": 4}
     assert place(Grid(1, 4), "nccl", 1, emulate_hosts=True).label == "shared-gpu (4 ranks on 1 GPU)"
 
 
-def test_one_node_needs_no_host_id():
-    p = place(Grid(1, 4), "nccl", 1, emulate_hosts=True)
+def test_one_node_needs_no_host_id_unless_its_ranks_share_a_gpu():
+    p = place(Grid(1, 2), "nccl", 2, emulate_hosts=True)
     assert {r.host_id for r in p.ranks} == {None} and {r.hostname for r in p.ranks} == {"emh0"}
+    assert p.to_json()["nccl_hosts"] == 1
+    p = place(Grid(1, 4), "nccl", 1, emulate_hosts=True)  # seed 003's 1x4 on one GPU: four NCCL hosts, all NET
+    assert [r.host_id for r in p.ranks] == ["envmatrix-node0", "envmatrix-node0.1", "envmatrix-node0.2", "envmatrix-node0.3"]
+    assert {r.hostname for r in p.ranks} == {"emh0"} and p.nccl_hosts == 4
 
 
 def test_emulated_hosts_on_cpu_name_the_hosts_without_devices():

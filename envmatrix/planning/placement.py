@@ -1,9 +1,11 @@
 """Where an NxP grid's ranks run on this host: one GPU per rank, or emulated hosts sharing the visible GPUs.
 
 NCCL tells hosts apart by their host hash; a distinct ``NCCL_HOSTID`` per emulated node makes ranks on one box
-(even on one GPU) separate hosts to NCCL, so pairs inside a node use P2P/SHM and pairs across nodes use NET,
-as on a cluster. With ``emulate_hosts`` a grid of more ranks than visible GPUs places them round-robin on the
-GPUs (shared-gpu): pass/fail and transport are what such runs show; their bandwidth is not representative.
+separate hosts to NCCL, so pairs inside a node use P2P/SHM and pairs across nodes use NET, as on a cluster.
+With ``emulate_hosts`` a grid of more ranks than visible GPUs places them round-robin on the GPUs (shared-gpu).
+NCCL refuses two ranks of one host on one GPU ("Duplicate GPU detected"), so ranks of a node that share a GPU
+are split into NCCL hosts of their own (one per round of the GPUs): on one GPU every pair of ranks talks NET.
+Pass/fail and transport are what shared runs show; their bandwidth is not representative.
 Pure: the launcher reads a placement, the records carry its ``to_json``.
 """
 
@@ -28,9 +30,10 @@ NCCL_BUFFER_BYTES = GIB // 4
 SINGLE_CONTEXT_MODES = ("Exclusive_Process", "Exclusive_Thread", "Prohibited")
 
 
-def emulated_hostid(node: int) -> str:
-    """The NCCL_HOSTID of emulated node ``node``: NCCL hashes it instead of the machine's own host id."""
-    return f"envmatrix-node{node}"
+def emulated_hostid(node: int, part: int = 0) -> str:
+    """The NCCL_HOSTID of emulated node ``node`` (NCCL hashes it instead of the machine's own host id); ``part``
+    numbers the NCCL hosts a node is split into when its ranks share GPUs."""
+    return f"envmatrix-node{node}" + (f".{part}" if part else "")
 
 
 def emulated_hostname(node: int) -> str:
@@ -80,7 +83,12 @@ class Placement:
     def to_json(self) -> dict[str, Any]:
         hosts = sorted({r.hostname for r in self.ranks if r.hostname})
         return {"kind": self.kind, "label": self.label, "ranks": self.world, "gpus": self.gpus,
-                "ranks_per_gpu": self.ranks_per_gpu, "emulated_hosts": hosts}
+                "ranks_per_gpu": self.ranks_per_gpu, "emulated_hosts": hosts, "nccl_hosts": self.nccl_hosts}
+
+    @property
+    def nccl_hosts(self) -> int:
+        """How many hosts NCCL sees (a node split over shared GPUs counts once per part)."""
+        return len({r.host_id for r in self.ranks}) if any(r.host_id for r in self.ranks) else 1
 
 
 def place(grid: Grid, backend: str, gpus: int, emulate_hosts: bool = False) -> Placement:
@@ -91,13 +99,22 @@ def place(grid: Grid, backend: str, gpus: int, emulate_hosts: bool = False) -> P
     (round-robin: rank r on GPU r mod G); without it ``check_fits`` has refused such grids before.
     """
     on_gpu = backend == "nccl" and gpus > 0  # planning.grid.check_fits refused NCCL without GPUs already
+    # A node's local ranks l and l+G land on one GPU when it holds more ranks than there are GPUs: part l // G
+    # keeps every NCCL host's ranks on distinct GPUs (G consecutive ranks round-robin never repeat a GPU).
+    split = on_gpu and grid.ppn > gpus
+
+    def host_id(r: int) -> str | None:
+        if split:
+            return emulated_hostid(grid.node_of(r), grid.local_rank_of(r) // gpus)
+        return emulated_hostid(grid.node_of(r)) if grid.nodes > 1 else None
+
     ranks = tuple(
         RankPlace(
             rank=r,
             node=grid.node_of(r),
             local_rank=grid.local_rank_of(r),
             device=(r % gpus) if on_gpu else None,
-            host_id=emulated_hostid(grid.node_of(r)) if grid.nodes > 1 else None,
+            host_id=host_id(r),
             hostname=emulated_hostname(grid.node_of(r)) if emulate_hosts else None,
         )
         for r in range(grid.world)
