@@ -94,8 +94,8 @@ PY
   EXPECT=$("$PY" - "$SIZE" "$FLOOR" "$CEILING" "$W/cal_pair" "$W"/cal_gpuhost* <<'PY'
 import json, os, sys
 from envmatrix.bench.sizes import parse_size
-from envmatrix.reporting.html_model import load_results
-from envmatrix.reporting.thresholds import measured_points
+from envmatrix.app.report import load_results
+from envmatrix.judgement.thresholds import measured_points
 size_text, floor, ceiling = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
 size, got = parse_size(size_text), {}
 for run_dir in (d for d in sys.argv[4:] if os.path.isdir(d)):

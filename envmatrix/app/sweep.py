@@ -15,7 +15,116 @@ from envmatrix.probes import get_probe
 from envmatrix.results import ProbeResult
 from envmatrix.judgement.thresholds import judge
 
-SweepProgress = TrialProgress  # the name the console's progress display knows
+SweepProgress = TrialProgress  # a sweep's progress is the engine's (reporting.console.Progress reads it)
+
+
+@dataclass(frozen=True)
+class SweepRequest:
+    overrides: tuple[str, ...] = ()
+    out: Optional[str] = None
+    dry_run: bool = False
+    json: bool = False  # the dry run's plan as JSON
+    allow_unknown_vars: bool = False
+    allow_ignored_vars: bool = False
+    rerun: bool = False
+    junit: Optional[str] = None
+    jobs: str = "1"
+    pool: bool = True  # a warm pool of torch-imported forks for local ranks
+    baseline: Optional[str] = None
+    tolerance: Optional[str] = None
+    command_line: str = "envmatrix sweep"  # who holds the store's lock
+
+
+@dataclass(frozen=True)
+class SweepPlan:
+    """A dry run: every run and its exact launch; nothing started or written."""
+
+    inp: SweepInput
+    runs: list[Run]
+    run_dir: str
+    launches: list[dict]
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    inp: SweepInput
+    runs: list[Run]
+    results: list[ProbeResult]
+    matrix: Any  # reporting.matrix.Matrix
+    title: str
+    reports: list[str]  # matrix.md, results.json, ...
+    outputs: RunOutputs
+    exit_code: int
+
+    @property
+    def store_path(self) -> str:
+        return os.path.join(self.outputs.run_dir, em_paths.STORE_FILE)
+
+
+def sweep(request: SweepRequest, listener: Optional[Listener] = None,
+          warn: Callable[[str], None] = lambda line: None) -> SweepPlan | SweepResult:
+    """``warn`` gets the line about varied variables the backend never reads; ``listener`` each run's progress."""
+    from envmatrix.execution.pool import WarmPool, likely_ranks
+
+    # The pool's servers import torch (seconds) while this process composes the config, plans and
+    # opens the store; on bad input they are killed with the pool before any run is launched.
+    pool = WarmPool.prestart(os.environ, likely_ranks(os.environ)) if request.pool and not request.dry_run else None
+    try:
+        return _sweep(request, listener, warn, pool)
+    finally:
+        if pool is not None:
+            pool.close()
+
+
+def _sweep(request: SweepRequest, listener: Optional[Listener], warn: Callable[[str], None], pool: Any) -> SweepPlan | SweepResult:
+    from envmatrix.catalog.backends import check_varied
+    from envmatrix.planning.packing import parse_jobs
+    from envmatrix.store.sqlite import check_not_corrupt
+
+    inp, gpus, pins, _ = prepare(request.overrides, request.allow_unknown_vars, request.baseline, request.tolerance)
+    try:
+        jobs = parse_jobs(request.jobs)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    # where results would go is checked first: those errors name the file, and nothing is created before them
+    run_dir = em_paths.run_dir(request.out, inp.name, create=False)
+    check_not_corrupt(os.path.join(run_dir, em_paths.STORE_FILE))
+    atoms = [a for s in inp.setups for a in s.atoms]
+    # backend=auto falling back to gloo on a GPU-less host is not the user's choice: warn, do not refuse.
+    auto = str(inp.config.get("backend", "auto")) == "auto"
+    warning = check_varied(inp.backend, atoms, "sweep", allow=request.allow_ignored_vars or auto, probe=inp.probe.name)
+    if warning:
+        warn(warning)
+    runs = plan_sweep(inp)
+    if request.json and not request.dry_run:
+        raise ConfigError("--json: only with --dry-run; allowed: --dry-run --json")
+    if request.dry_run:
+        from envmatrix.execution.hostinfo import host_facts
+
+        host = host_facts(with_topology=False) if inp.hermetic else {}
+        launches = dry_run(inp, runs, run_dir, os.environ, inp.probe_environment(os.environ, host), pins, len(gpus))
+        return SweepPlan(inp, runs, run_dir, launches)
+    from envmatrix.reporting import build_matrix, write_reports
+    from envmatrix.reporting.html import preload_renderer
+
+    run_dir = em_paths.run_dir(request.out, inp.name)
+    with open_session(inp, run_dir, pins, len(gpus), lock_for=request.command_line,
+                      pool=pool if pool is not None else request.pool, jobs=jobs) as session:
+        preload_renderer()  # the report's imports overlap the runs instead of following them
+        _, results = run_sweep(inp, session, runs, rerun=request.rerun, listener=listener)
+    matrix = build_matrix(runs, results, [g.label for g in inp.grids])
+    title = f"envmatrix sweep {inp.name} ({inp.backend}, probe {inp.probe.name})"
+    reports = write_reports(run_dir, matrix, results, title)
+    outputs = write_run_outputs(run_dir, request.junit, f"envmatrix.sweep.{inp.name}", results)
+    return SweepResult(inp, runs, results, matrix, title, reports, outputs, sweep_exit_code(results))
+
+
+def sweep_exit_code(results: list[ProbeResult]) -> int:
+    """1 when a cell failed, 3 when the only non-passing cells are unresolved (probe skipped, exit 125), else 0."""
+    outcomes = {r.outcome for r in results}
+    if outcomes - {"pass", "unresolved"}:
+        return EXIT_FAILURES
+    return EXIT_INCONCLUSIVE if "unresolved" in outcomes else EXIT_OK
 
 
 def sweep_id(inp: SweepInput, runs: list[Run]) -> str:
