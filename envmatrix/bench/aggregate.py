@@ -35,9 +35,10 @@ def headline_bw(m: Mapping[str, Any]) -> Optional[float]:
 def aggregate_rows(rank_rows: Iterable[dict[str, Any]], ranks: int) -> list[dict[str, Any]]:
     groups: dict[tuple, list[dict[str, Any]]] = {}
     for row in rank_rows:
-        groups.setdefault((row["collective"], row["size_bytes"], row.get("dtype", "float32")), []).append(row)
+        pair = tuple(row["pair"]) if row.get("pair") else None  # pair tests: one row per (ordered) pair
+        groups.setdefault((row["collective"], row["size_bytes"], row.get("dtype", "float32"), pair), []).append(row)
     out = []
-    for (collective, size, dtype), rows in groups.items():
+    for (collective, size, dtype, _), rows in groups.items():
         time_us = statistics.fmean(r["time_us"] for r in rows)
         algbw, busbw = bandwidths(collective, size, time_us, ranks)
         out.append(
@@ -62,8 +63,20 @@ def aggregate_rows(rank_rows: Iterable[dict[str, Any]], ranks: int) -> list[dict
                 "capture": rows[0].get("capture"),  # graph timing: cudart (as nccl-tests -G) or torch.cuda.graph
                 "loop": rows[0].get("loop"),  # host/graph windows of direct launches: compiled (as nccl-tests) or python
                 "source": "envmatrix",
+                **_who_talked(rows),
             }
         )
-    order = {c: i for i, c in enumerate(dict.fromkeys(c for c, _, _ in groups))}
+    order = {c: i for i, c in enumerate(dict.fromkeys(c for c, _, _, _ in groups))}
     out.sort(key=lambda r: (order[r["collective"]], r["size_bytes"]))
+    return out
+
+
+def _who_talked(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Peer patterns and pair tests (rank/peer_patterns.py): the pair, or each rank's peers and whom it heard."""
+    first = rows[0]
+    out = {k: first[k] for k in ("pair", "round", "peer_group", "message_bytes", "messages", "inflight", "split")
+           if first.get(k) is not None}
+    if first.get("peers") is not None:
+        out["peers_by_rank"] = {str(r["rank"]): r.get("peers") for r in rows}
+        out["heard_from_by_rank"] = {str(r["rank"]): r.get("heard_from") for r in rows if r.get("heard_from") is not None}
     return out

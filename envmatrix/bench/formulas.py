@@ -39,6 +39,8 @@ class CollectiveSpec:
     blocking_only: bool = False
     # collective_type in the NCCL CSV tuner plugin's file (search export); None: the tuner cannot steer it (p2p-based)
     tuner_name: Optional[str] = None
+    # measured pair by pair in the rounds the driver planned (planning/pairs.py), not once over all ranks
+    pairwise: bool = False
 
 
 def _ring(n: int) -> float:
@@ -67,6 +69,18 @@ PATTERNS: dict[str, CollectiveSpec] = {
     "p2p": CollectiveSpec("p2p", _one, False, None, "build_p2p", blocking_only=True),
     "ps_central": CollectiveSpec("ps_central", None, False, None, "build_ps_central", blocking_only=True),
     "ps_sharded": CollectiveSpec("ps_sharded", None, True, None, "build_ps_sharded", blocking_only=True),
+    # Peer-group all-to-all (issue 34, seed 002): grouped send/recv of the message size to the planned peers
+    # (planning/peers.py); the row's size is what one rank sends (messages x message size), so algbw is seed
+    # 002's GB/s per rank, and every byte crosses to a peer (factor 1).
+    "alltoall_all": CollectiveSpec("alltoall_all", _one, False, None, "build_alltoall_all", blocking_only=True),
+    "alltoall_rail": CollectiveSpec("alltoall_rail", _one, False, None, "build_alltoall_rail", blocking_only=True),
+    "alltoall_cross": CollectiveSpec("alltoall_cross", _one, False, None, "build_alltoall_cross", blocking_only=True),
+    # Pair tests (issue 34, seeds 000 and 004), one row per (ordered) pair: one-way bandwidth, both ways at once
+    # (size: both directions together), and latency (half a ping-pong round trip: no bandwidth).
+    "pair_uni": CollectiveSpec("pair_uni", _one, False, None, "build_pair_uni", blocking_only=True, pairwise=True),
+    "pair_bidir": CollectiveSpec("pair_bidir", _one, False, None, "build_pair_bidir", blocking_only=True, pairwise=True),
+    "pair_latency": CollectiveSpec("pair_latency", None, False, None, "build_pair_latency", blocking_only=True,
+                                   pairwise=True),
 }
 
 ALL = {**COLLECTIVES, **PATTERNS}

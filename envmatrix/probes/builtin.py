@@ -29,6 +29,10 @@ BENCH_DEFAULTS = {
     "dtype": "float32",
     "check": True,
     "timing": DEFAULT_TIMING,  # see envmatrix/bench/timing.py
+    # who talks to whom (issue 34), planned by the driver for the run's grid: planning/peers.to_spec (the
+    # alltoall_rail/cross/all rows read it) and planning/pairs rounds of rank pairs (the pair_* rows read them)
+    "peer_plan": None,
+    "pair_rounds": None,
 }
 
 

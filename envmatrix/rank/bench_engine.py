@@ -18,6 +18,9 @@ from typing import Any, Callable, Optional
 from envmatrix.bench.formulas import ALL, collective_spec
 from envmatrix.bench.sizes import aligned_count, warmup_sweep
 from envmatrix.bench.timing import check_timing
+from envmatrix.rank.peer_patterns import (PEER_ROWS, build_alltoall_all, build_alltoall_cross,  # noqa: F401
+                                          build_alltoall_rail, build_pair_bidir, build_pair_latency, build_pair_uni,
+                                          run_pairwise)
 
 DTYPES = ("float32", "float16", "bfloat16", "int32")
 
@@ -34,6 +37,11 @@ class BenchContext:
         self.launch_stream: Any = None  # see host_stream()
         # envmatrix.rank.launch_window.CompiledWindows: the host and graph windows from compiled code, when built
         self.windows: Any = None
+        # who talks to whom (rank/peer_patterns.py): the driver's peer plans, split groups made, pair rounds
+        self.peer_plans: dict[str, Any] = {}
+        self.subgroups: dict[Any, Any] = {}
+        self.pair_rounds: Optional[list] = None
+        self.round_pairs: Optional[list] = None
 
     def host_stream(self) -> Any:
         """Where the ``host`` window's direct launches go: a torch.cuda.Stream of our own (non-blocking), as
@@ -538,9 +546,12 @@ def run_bench(
     tried_direct = False
     warnings.filterwarnings("ignore", category=FutureWarning)
     for name in collectives:
-        if name in ("p2p", "sendrecv") and c.world < 2:
+        if (name in ("p2p", "sendrecv") or name in PEER_ROWS or collective_spec(name).pairwise) and c.world < 2:
             continue  # point-to-point needs a peer
         spec = collective_spec(name)
+        if spec.pairwise:
+            rows += run_pairwise(c, name, sizes, iters, warmup, check)
+            continue
         used = effective_timing(timing, name)
         if used in DIRECT_TIMINGS and c.direct is None and not tried_direct:
             tried_direct = True
@@ -598,6 +609,7 @@ def run_bench(
                     "time_max_us": max(times),
                     "wrong": wrong,
                     "rank": c.rank,
+                    **getattr(run, "row_extra", {}),  # peer patterns: bytes per rank, peers, who was heard
                 }
             )
             del run, verify

@@ -237,6 +237,8 @@ def main() -> int:
             t0 = time.perf_counter()
             ctx = BenchContext(dist, torch, device, rank, world, int(os.environ.get("LOCAL_WORLD_SIZE", world)), bench["dtype"])
             ctx.enter = enter
+            ctx.peer_plans = bench.get("peer_plan") or {}  # who talks to whom: the driver's plan (planning/)
+            ctx.pair_rounds = bench.get("pair_rounds")
             reporter.data["bench"] = run_bench(ctx, bench["collectives"], bench["sizes"], bench["iters"], bench["warmup"], bench["check"], bench.get("timing", "host"),
                                                  bench.get("max_bytes") or 0)
             reporter.data["timings"]["bench_s"] = time.perf_counter() - t0
