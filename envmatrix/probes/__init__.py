@@ -5,5 +5,6 @@ from envmatrix.probes.base import Probe, get_probe, probe_names, register
 from envmatrix.probes import builtin as _builtin  # noqa: F401
 from envmatrix.probes import command as _command  # noqa: F401
 from envmatrix.probes import mpi as _mpi  # noqa: F401
+from envmatrix.probes import netpair as _netpair  # noqa: F401
 
 __all__ = ["Probe", "get_probe", "probe_names", "register"]

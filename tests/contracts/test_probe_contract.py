@@ -68,6 +68,9 @@ TRAITS = {
                 {"command": [sys.executable, "-c", "pass"], "timeout_s": 20.0, "grace_s": 1.0}, None),
     "mpi": (("mpirun",), {"numel": 64, "timeout_s": 20.0, "grace_s": 1.0},
             None if _have_mpi() else "mpi4py or OpenMPI's mpirun missing: pip install 'envmatrix[mpi]', apt-get install openmpi-bin"),
+    # the host pair test's tools (ping, iperf3) between ranks 0 and 1 on loopback
+    "netpair": (("local", "mpirun"), {"pairs": [[0, 1]], "addresses": ["127.0.0.1", "127.0.0.1"], "iperf_seconds": 1,
+                                      "timeout_s": 30.0, "grace_s": 1.0}, None),
 }
 
 # the outcome each case must produce

@@ -1,0 +1,64 @@
+"""The host pair round's network tools as a probe: ping and iperf3 between each pair's hosts (seed 000's columns).
+
+Its ranks run ``envmatrix.execution.netpair`` (one per host, one round of disjoint pairs per run); their rows are
+tool figures (ping round trip, iperf3 throughput as the receiver counted it), kept per ordered pair as measured:
+nothing to average over ranks. Each rank's tool versions say "not installed" where a tool is missing.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Optional, Sequence
+
+from envmatrix.boundary import ProcessOutcome
+from envmatrix.errors import ConfigError
+from envmatrix.planning.plan import ProbeSpec
+from envmatrix.probes.base import Probe, from_process, register
+from envmatrix.results import PASS, RankResult
+
+
+@register
+class NetPairProbe(Probe):
+    name = "netpair"
+    defaults = {
+        "pairs": [],  # this round's disjoint pairs of ranks: [receiver, sender]
+        "addresses": [],  # the host (name or address) of each rank, by rank
+        "iperf_seconds": 1.0,  # iperf3 -t
+        "ping_count": 3,
+        "port": 5201,  # the first iperf3 port; the round's pair i uses port + i
+        "timeout_s": 120.0,
+        "grace_s": 5.0,
+    }
+
+    def normalize(self, params: dict[str, Any], where: str, backend: str) -> dict[str, Any]:
+        pairs = params.get("pairs")
+        if not isinstance(pairs, list) or not all(isinstance(p, (list, tuple)) and len(p) == 2 for p in pairs):
+            raise ConfigError(f"{where}.pairs: {pairs!r} not allowed; allowed: a list of [receiver, sender] rank pairs")
+        params["pairs"] = [[int(a), int(b)] for a, b in pairs]
+        if not isinstance(params.get("addresses"), list):
+            raise ConfigError(f"{where}.addresses: {params.get('addresses')!r} not allowed; allowed: a host per rank")
+        seconds = params.get("iperf_seconds")
+        if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or seconds <= 0:
+            raise ConfigError(f"{where}.iperf_seconds: {seconds!r} not allowed; allowed: a number of seconds > 0")
+        return super().normalize(params, where, backend)
+
+    def rank_argv(self, spec: ProbeSpec, python: str) -> tuple[str, ...]:
+        return (python, "-m", "envmatrix.execution.netpair")
+
+    def rank_env(self, spec: ProbeSpec) -> dict[str, str]:
+        return {"ENVMATRIX_PROBE": json.dumps(spec.params, sort_keys=True)}
+
+    def interpret(self, rank: RankResult, process: ProcessOutcome, report: Optional[dict[str, Any]], log: str) -> RankResult:
+        from_process(rank, process, log)
+        if report:
+            rank.phase = report.get("phase")
+            rank.hostname = report.get("hostname") or rank.hostname
+            rank.versions = dict(report.get("versions") or {})
+            rank.bench = list(report.get("bench") or [])
+            rank.checks = [{"collective": "net", "numel": 0, "wrong": 0, "error": e} for e in report.get("net_errors") or []]
+            if report.get("outcome") and rank.outcome == PASS:
+                rank.outcome = report["outcome"]
+        return rank
+
+    def metrics(self, ranks: Sequence[RankResult], world: int) -> list[dict[str, Any]]:
+        return [row for r in sorted(ranks, key=lambda r: r.rank) for row in r.bench]
