@@ -55,6 +55,11 @@ def templates_dir() -> Path:
     return data_dir("launchers")
 
 
+def file_safe(name: str) -> str:
+    """``name`` as part of a file name: characters other than letters, digits and ``-_.`` become ``_``, at most 40."""
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)[:40]
+
+
 def check_name(value: object, what: str, strict: bool = True) -> str:
     """A name that becomes a path component: no separators, no '..', no leading dot or dash, bounded.
 

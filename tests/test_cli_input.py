@@ -105,8 +105,8 @@ def test_conf_by_name_with_and_without_suffix_and_overrides(cli):
 
 def test_driver_never_imports_torch():
     code = (
-        "import sys; from envmatrix.cli import build_parser; from envmatrix.cli.common import prepare; "
-        "args = build_parser().parse_args(['sweep', 'conf=aws_ofi', 'backend=gloo']); prepare(args); "
+        "import sys; from envmatrix.cli import build_parser; from envmatrix.app.inputs import prepare; "
+        "build_parser(); prepare(['conf=aws_ofi', 'backend=gloo']); "
         "import envmatrix.app.sweep, envmatrix.reporting.console; "
         "assert 'torch' not in sys.modules, 'driver imported torch'"
     )

@@ -44,7 +44,7 @@ def test_sweep_whose_only_non_passing_cells_are_unresolved_exits_3(cli, tmp_path
 def test_sweep_exit_code_table():
     from types import SimpleNamespace as R
 
-    from envmatrix.cli.sweep import sweep_exit_code
+    from envmatrix.app.sweep import sweep_exit_code
 
     assert sweep_exit_code([R(outcome="pass")]) == 0
     assert sweep_exit_code([R(outcome="pass"), R(outcome="unresolved")]) == 3

@@ -1,18 +1,135 @@
-"""A bench: one setup on one grid, turned into a one-run sweep input (app.sweep runs it)."""
+"""``envmatrix bench``'s lifecycle: one setup on one grid, turned into a one-run sweep input per backend
+(app.sweep runs it), the store opened once for all backends, each backend's launcher built once."""
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+import os
+from dataclasses import dataclass
+from typing import Any, Callable, Optional, Sequence
 
+from envmatrix import paths as em_paths
+from envmatrix.app.inputs import named_setup, prepare
+from envmatrix.app.outputs import RunOutputs, write_run_outputs
+from envmatrix.bench.timing import DEFAULT_TIMING
 from envmatrix.config.resolve import SweepInput, check_grids_fit, check_pins
 from envmatrix.env.atoms import Setup, atoms_from_mapping
-from envmatrix.errors import ConfigError, did_you_mean
+from envmatrix.errors import ConfigError
 from envmatrix.planning.grid import auto_grids, parse_grid
 from envmatrix.probes import get_probe
+from envmatrix.results import ProbeResult
 
 
-def parse_env_flags(items: list[str]) -> dict[str, str]:
+@dataclass(frozen=True)
+class BenchRequest:
+    overrides: tuple[str, ...] = ()
+    grid: Optional[str] = None
+    setup: Optional[str] = None
+    env: tuple[str, ...] = ()  # KEY=VALUE on top of the setup
+    collectives: str = "allreduce,allgather,alltoall"
+    min_bytes: str = "8"
+    max_bytes: Optional[str] = None
+    factor: float = 2.0
+    step_bytes: Optional[str] = None
+    iters: int = 20
+    warmup: int = 5
+    dtype: str = "float32"
+    no_check: bool = False
+    timing: str = DEFAULT_TIMING
+    timeout: float = 600.0
+    backends: Optional[str] = None  # "gloo,nccl": the same bench on each
+    out: Optional[str] = None
+    allow_unknown_vars: bool = False
+    rerun: bool = False
+    baseline: Optional[str] = None
+    tolerance: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class BenchRun:
+    """One backend's bench: its stored result and the Markdown tables written for it."""
+
+    result: ProbeResult
+    report: str  # RUN_DIR/bench_<run key>.md
+    title: str
+    exit_code: int  # 1 when it failed or a value check found #wrong elements
+
+
+@dataclass(frozen=True)
+class BenchResult:
+    runs: list[BenchRun]
+    backends_report: Optional[str]  # RUN_DIR/bench_backends.md, with several backends
+    outputs: RunOutputs
+    exit_code: int
+
+
+def bench(request: BenchRequest, listener: Any = None,
+          on_run: Callable[[BenchRun], None] = lambda run: None) -> BenchResult:
+    """``on_run`` gets each backend's bench as it finishes (before the next backend starts)."""
+    from envmatrix.config.resolve import ranks_elsewhere, resolve_backend
+    from envmatrix.app.sweep import plan_sweep, run_sweep
+    from envmatrix.engine import open_session, open_store_at
+
+    base, gpus, pins, catalog = prepare(request.overrides, request.allow_unknown_vars, request.baseline, request.tolerance)
+    backends = [b.strip() for b in (request.backends or base.backend).split(",") if b.strip()]
+    # Where the ranks run matters only to nccl on a GPU-less host (a login node): only then is it asked.
+    inputs = [prepare_bench(dataclasses.replace(base, backend=resolve_backend(
+        b, len(gpus), b == "nccl" and not gpus and ranks_elsewhere(base.make_launcher()))), request, len(gpus), catalog)
+        for b in backends]
+    run_dir = em_paths.run_dir(request.out, "bench")
+    runs, code = [], 0
+    with open_store_at(run_dir) as store:
+        for inp, launcher in inputs:  # one session per backend: its environment and launcher follow the backend
+            with open_session(inp, run_dir, pins, len(gpus), pool=True, launcher=launcher, store=store) as session:
+                _, done = run_sweep(inp, session, plan_sweep(inp), rerun=request.rerun, listener=listener)
+            run = write_bench(done[-1], run_dir)
+            on_run(run)
+            runs.append(run)
+            code = max(code, run.exit_code)
+    backends_report = write_backends([r.result for r in runs], run_dir) if len(runs) > 1 else None
+    return BenchResult(runs, backends_report, write_run_outputs(run_dir), code)
+
+
+def write_bench(result: ProbeResult, run_dir: str) -> BenchRun:
+    from envmatrix.reporting.bench_tables import bench_markdown
+
+    title = f"envmatrix bench ({result.setup_name}) on {result.grid}, {result.backend}"
+    path = os.path.join(run_dir, f"bench_{result.run_key}.md")
+    with open(path, "w") as fh:
+        fh.write(bench_markdown(result, title))
+    wrong = sum(int(m.get("wrong") or 0) for m in result.metrics)
+    return BenchRun(result, path, title, 0 if result.passed and not wrong else 1)
+
+
+def backends_table(results: list[ProbeResult]) -> tuple[list[str], list[tuple[str, ...]]]:
+    """Seed 000's comparison: the same collective and size on each backend (time and busbw)."""
+    from envmatrix.bench.sizes import format_size
+    from envmatrix.reporting.bench_tables import headline_bw
+
+    cells = {(r.backend, m["collective"], m["size_bytes"]): m for r in results for m in r.metrics}
+    keys = sorted({(c, s) for _, c, s in cells})
+    header = ["collective", "size"] + [f"{r.backend} {what}" for r in results for what in ("time (us)", "busbw (GB/s)")]
+    rows = []
+    for collective, size in keys:
+        row = [collective, format_size(size)]
+        for r in results:
+            m = cells.get((r.backend, collective, size))
+            bw = None if m is None else headline_bw(m)
+            row += ["-" if m is None else f"{m['time_us']:.1f}", "-" if bw is None else f"{bw:.2f}"]
+        rows.append(tuple(row))
+    return header, rows
+
+
+def write_backends(results: list[ProbeResult], run_dir: str) -> str:
+    from envmatrix.reporting.bench_tables import markdown_table
+
+    path = os.path.join(run_dir, "bench_backends.md")
+    with open(path, "w") as fh:
+        fh.write("# Backends side by side\n\n" + markdown_table(*backends_table(results)) + "\n")
+    return path
+
+
+def parse_env_flags(items: Sequence[str]) -> dict[str, str]:
     env = {}
     for item in items:
         if "=" not in item or not item.split("=", 1)[0]:
@@ -22,24 +139,20 @@ def parse_env_flags(items: list[str]) -> dict[str, str]:
     return env
 
 
-def prepare_bench(inp: SweepInput, args: Any, gpus: int) -> SweepInput:
-    from envmatrix.catalog import load_catalog
+def prepare_bench(inp: SweepInput, args: BenchRequest, gpus: int, catalog: Any) -> tuple[SweepInput, Any]:
+    """The one-run sweep input of the bench and its launcher (checked: the grid fits where it puts the ranks)."""
     from envmatrix.env.merge import caller_pins
 
-    if args.setup is not None:
-        named = {s.name: s for s in inp.setups}
-        if args.setup not in named:
-            raise ConfigError(f"--setup {args.setup!r}: not in {inp.conf_file.name}{did_you_mean(args.setup, named)}; allowed: {', '.join(named)}")
-        base = named[args.setup]
-    else:
-        base = Setup("env")
+    base = named_setup(inp, args.setup) if args.setup is not None else Setup("env")
     extra = atoms_from_mapping(parse_env_flags(args.env), "--env")
     atoms = tuple(a for a in base.atoms if a.var not in {e.var for e in extra}) + extra
     setup = Setup(base.name if not extra else f"{base.name}+env", atoms)
-    load_catalog().validate_setup(setup, where="bench", allow_unknown=args.allow_unknown_vars)
+    catalog.validate_setup(setup, where="bench", allow_unknown=args.allow_unknown_vars)
     check_pins([setup], caller_pins(), "bench")
     grid = parse_grid(args.grid, "--grid") if args.grid else (inp.grids[0] if inp.grids else auto_grids(gpus)[0])
-    check_grids_fit([grid], inp.backend, gpus, int(inp.config.get("max_local_ranks", 16)), inp.make_launcher())
+    inp = dataclasses.replace(inp, name="bench", grids=(grid,), setups=(setup,))
+    launcher = inp.make_launcher()
+    check_grids_fit([grid], inp.backend, gpus, int(inp.config.get("max_local_ranks", 16)), launcher)
     bench = {
         "collectives": [c.strip() for c in args.collectives.split(",") if c.strip()],
         "min_bytes": args.min_bytes,
@@ -53,4 +166,4 @@ def prepare_bench(inp: SweepInput, args: Any, gpus: int) -> SweepInput:
         "timing": args.timing,
     }
     probe = get_probe("builtin").spec({"bench": bench, "timeout_s": args.timeout, "collectives": ["allreduce"]}, "bench", inp.backend)
-    return dataclasses.replace(inp, name="bench", grids=(grid,), setups=(setup,), probe=probe)
+    return dataclasses.replace(inp, probe=probe), launcher

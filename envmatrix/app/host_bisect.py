@@ -1,19 +1,70 @@
-"""``envmatrix bisect --hosts``: host bisect's rounds as real launches (one per host group, a round at once)."""
+"""``envmatrix bisect --hosts``' lifecycle: host bisect's rounds as real launches (one per host group, a round at
+once), then a hostfile without the culprits and a JSON report."""
 
 from __future__ import annotations
 
 import json
 import os
 import time
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable, Mapping, Optional
 
 from envmatrix.bisect.hosts import FAILING, OK, SLOW, UNRESOLVED, Evidence, HostBisectResult, localise
-from envmatrix.errors import ConfigError
+from envmatrix.errors import EXIT_FAILURES, EXIT_INCONCLUSIVE, EXIT_OK, ConfigError
 from envmatrix.planning.grid import Grid
 from envmatrix.results import LAUNCH_ERROR, PASS, UNRESOLVED as RUN_UNRESOLVED, ProbeResult
 
 SLOW_OUTCOME = "slow"  # a measured cell below its expect:/--baseline floor (judgement.thresholds.judge)
 HOST_LAUNCHERS = ("mpirun", "mpiexec", "srun")
+
+
+@dataclass(frozen=True)
+class HostBisectOutcome:
+    hosts: list[str]  # as listed
+    result: HostBisectResult
+    hostfile: str  # RUN_DIR/hosts_ok.txt: the hosts without the culprits
+    report: str  # RUN_DIR/host_bisect.json
+    exit_code: int
+
+
+def bisect_hosts(request: Any, given: Any, events: Any) -> HostBisectOutcome:
+    """``request``/``given``/``events``: app.bisect's BisectRequest, BisectInput and BisectEvents."""
+    from envmatrix.app.inputs import named_setup
+    from envmatrix.planning.grid import parse_grid
+
+    (inp, gpus, pins, _), run_dir = given.prepared, given.run_dir
+    listed = read_hosts(request.hosts)
+    hosts, slots = [h for h, _ in listed], dict(listed)
+    if len(hosts) < 2:
+        raise ConfigError(f"--hosts {request.hosts}: {len(hosts)} host; host bisect needs at least 2")
+    if inp.launcher not in HOST_LAUNCHERS:
+        raise ConfigError(f"--hosts: launcher={inp.launcher} runs on this host only; allowed: launcher={', '.join(HOST_LAUNCHERS)}")
+    ppn = (parse_grid(request.grid, "--grid") if request.grid else inp.grids[0]).ppn
+    short = [h for h in hosts if slots.get(h) and slots[h] < ppn]
+    if short:
+        raise ConfigError(f"--hosts {request.hosts}: {short[0]} has {slots[short[0]]} slots but {ppn} ranks per host are asked; "
+                          f"allowed: --grid 1xP with P <= the smallest slots")
+    setup = named_setup(inp, request.setup, "--setup", "not a setup of") if request.setup is not None else inp.setups[0]
+    result = run_host_bisect(inp, hosts, ppn, setup, run_dir, pins, len(gpus), events.host_round)
+    hostfile, report = write_outputs(result, run_dir, slots)
+    code = EXIT_INCONCLUSIVE if not result.complete else EXIT_FAILURES if result.culprits else EXIT_OK
+    return HostBisectOutcome(hosts, result, hostfile, report, code)
+
+
+def read_hosts(spec: str) -> list[tuple[str, Any]]:
+    """(host, slots or None) of a host file, or of SLURM_JOB_NODELIST for ``slurm``."""
+    from envmatrix.bisect.hosts import parse_host_list
+    from envmatrix.config.compose import read_utf8
+
+    if spec == "slurm":
+        from envmatrix.launchers.allocation import expand_nodelist
+
+        nodelist = os.environ.get("SLURM_JOB_NODELIST") or os.environ.get("SLURM_NODELIST")
+        if not nodelist:
+            raise ConfigError("--hosts slurm: SLURM_JOB_NODELIST is not set; run inside salloc/sbatch or pass a host file")
+        return [(h, None) for h in expand_nodelist(nodelist)]
+    return parse_host_list(read_utf8(Path(spec), f"--hosts {spec}"), spec)
 
 
 def verdict_of(result: ProbeResult) -> str:

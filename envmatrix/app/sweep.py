@@ -1,21 +1,141 @@
-"""The sweep driver: plan -> (skip done) -> execute each run -> commit at once."""
+"""``envmatrix sweep``'s lifecycle: prepare -> plan once -> (dry run | one session: run, store, judge) -> reports.
+
+:func:`sweep` takes a :class:`SweepRequest` (what the command line asked) and returns a :class:`SweepPlan` (a dry
+run) or a :class:`SweepResult`; the command line renders either. bench runs its one-run sweeps through
+:func:`run_sweep`.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import sys
-from typing import Mapping
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Optional
 
+from envmatrix import paths as em_paths
+from envmatrix.app.inputs import prepare
+from envmatrix.app.outputs import RunOutputs, write_run_outputs
 from envmatrix.config.resolve import SweepInput
-from envmatrix.engine import Session, TrialProgress, run_trials
+from envmatrix.engine import Session, TrialProgress, open_session, run_trials
 from envmatrix.engine.trial import Listener, trial_workdir
+from envmatrix.errors import EXIT_FAILURES, EXIT_INCONCLUSIVE, EXIT_OK, ConfigError
 from envmatrix.planning.plan import Run, plan_runs
 from envmatrix.probes import get_probe
 from envmatrix.results import ProbeResult
 from envmatrix.judgement.thresholds import judge
 
 SweepProgress = TrialProgress  # a sweep's progress is the engine's (reporting.console.Progress reads it)
+
+
+@dataclass(frozen=True)
+class SweepRequest:
+    overrides: tuple[str, ...] = ()
+    out: Optional[str] = None
+    dry_run: bool = False
+    json: bool = False  # the dry run's plan as JSON
+    allow_unknown_vars: bool = False
+    allow_ignored_vars: bool = False
+    rerun: bool = False
+    junit: Optional[str] = None
+    jobs: str = "1"
+    pool: bool = True  # a warm pool of torch-imported forks for local ranks
+    baseline: Optional[str] = None
+    tolerance: Optional[str] = None
+    command_line: str = "envmatrix sweep"  # who holds the store's lock
+
+
+@dataclass(frozen=True)
+class SweepPlan:
+    """A dry run: every run and its exact launch; nothing started or written."""
+
+    inp: SweepInput
+    runs: list[Run]
+    run_dir: str
+    launches: list[dict]
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    inp: SweepInput
+    runs: list[Run]
+    results: list[ProbeResult]
+    matrix: Any  # reporting.matrix.Matrix
+    title: str
+    reports: list[str]  # matrix.md, results.json, ...
+    outputs: RunOutputs
+    exit_code: int
+
+    @property
+    def store_path(self) -> str:
+        return os.path.join(self.outputs.run_dir, em_paths.STORE_FILE)
+
+
+def sweep(request: SweepRequest, listener: Optional[Listener] = None,
+          warn: Callable[[str], None] = lambda line: None) -> SweepPlan | SweepResult:
+    """``warn`` gets the line about varied variables the backend never reads; ``listener`` each run's progress."""
+    from envmatrix.execution.pool import WarmPool, likely_ranks
+
+    # The pool's servers import torch (seconds) while this process composes the config, plans and
+    # opens the store; on bad input they are killed with the pool before any run is launched.
+    pool = WarmPool.prestart(os.environ, likely_ranks(os.environ)) if request.pool and not request.dry_run else None
+    try:
+        return _sweep(request, listener, warn, pool)
+    finally:
+        if pool is not None:
+            pool.close()
+
+
+def _sweep(request: SweepRequest, listener: Optional[Listener], warn: Callable[[str], None], pool: Any) -> SweepPlan | SweepResult:
+    from envmatrix.catalog.backends import check_varied
+    from envmatrix.planning.packing import parse_jobs
+    from envmatrix.store.sqlite import check_not_corrupt
+
+    inp, gpus, pins, _ = prepare(request.overrides, request.allow_unknown_vars, request.baseline, request.tolerance)
+    try:
+        jobs = parse_jobs(request.jobs)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    # where results would go is checked first: those errors name the file, and nothing is created before them
+    run_dir = em_paths.run_dir(request.out, inp.name, create=False)
+    check_not_corrupt(os.path.join(run_dir, em_paths.STORE_FILE))
+    atoms = [a for s in inp.setups for a in s.atoms]
+    # backend=auto falling back to gloo on a GPU-less host is not the user's choice: warn, do not refuse.
+    auto = str(inp.config.get("backend", "auto")) == "auto"
+    warning = check_varied(inp.backend, atoms, "sweep", allow=request.allow_ignored_vars or auto, probe=inp.probe.name)
+    if warning:
+        warn(warning)
+    runs = plan_sweep(inp)
+    if request.json and not request.dry_run:
+        raise ConfigError("--json: only with --dry-run; allowed: --dry-run --json")
+    if request.dry_run:
+        from envmatrix.execution.hostinfo import host_facts
+
+        host = host_facts(with_topology=False) if inp.hermetic else {}
+        launches = dry_run(inp, runs, run_dir, os.environ, inp.probe_environment(os.environ, host), pins, len(gpus))
+        return SweepPlan(inp, runs, run_dir, launches)
+    from envmatrix.reporting import build_matrix, write_reports
+    from envmatrix.reporting.html import preload_renderer
+
+    run_dir = em_paths.run_dir(request.out, inp.name)
+    with open_session(inp, run_dir, pins, len(gpus), lock_for=request.command_line,
+                      pool=pool if pool is not None else request.pool, jobs=jobs) as session:
+        preload_renderer()  # the report's imports overlap the runs instead of following them
+        _, results = run_sweep(inp, session, runs, rerun=request.rerun, listener=listener)
+    matrix = build_matrix(runs, results, [g.label for g in inp.grids])
+    title = f"envmatrix sweep {inp.name} ({inp.backend}, probe {inp.probe.name})"
+    reports = write_reports(run_dir, matrix, results, title)
+    outputs = write_run_outputs(run_dir, request.junit, f"envmatrix.sweep.{inp.name}", results)
+    return SweepResult(inp, runs, results, matrix, title, reports, outputs, sweep_exit_code(results))
+
+
+def sweep_exit_code(results: list[ProbeResult]) -> int:
+    """1 when a cell failed, 3 when the only non-passing cells are unresolved (probe skipped, exit 125), else 0."""
+    outcomes = {r.outcome for r in results}
+    if outcomes - {"pass", "unresolved"}:
+        return EXIT_FAILURES
+    return EXIT_INCONCLUSIVE if "unresolved" in outcomes else EXIT_OK
 
 
 def sweep_id(inp: SweepInput, runs: list[Run]) -> str:
@@ -30,8 +150,9 @@ def plan_sweep(inp: SweepInput) -> list[Run]:
     return plan_runs(inp.setups, inp.grids, inp.probe, inp.backend, inp.launcher_key)
 
 
-def run_sweep(inp: SweepInput, session: Session, rerun: bool = False, listener: Listener | None = None) -> tuple[str, list[Run], list[ProbeResult]]:
-    runs = plan_sweep(inp)
+def run_sweep(inp: SweepInput, session: Session, runs: list[Run], rerun: bool = False,
+              listener: Listener | None = None) -> tuple[str, list[ProbeResult]]:
+    """Run ``runs`` (the plan of ``inp``) in ``session``, each committed at once; their newest stored results."""
     sid = sweep_id(inp, runs)
     session.store.open_sweep(sid, {"config": inp.config, "conf_file": str(inp.conf_file), "runs": [r.key for r in runs]})
     run_trials(session.under(sweep_id=sid, judge=lambda result: judge(result, inp.expectations)), runs, rerun=rerun,
@@ -47,7 +168,7 @@ def run_sweep(inp: SweepInput, session: Session, rerun: bool = False, listener: 
         before = result.outcome
         if judge(result, inp.expectations).outcome != before:
             session.store.put(result)
-    return sid, runs, results
+    return sid, results
 
 
 def dry_run(inp: SweepInput, runs: list[Run], run_dir: str, base_env: Mapping[str, str], inherited_env: Mapping[str, str],

@@ -3,24 +3,24 @@
 from __future__ import annotations
 
 import argparse
-import os
 from typing import Any
 
-from envmatrix import paths as em_paths
 from envmatrix.bench.timing import DEFAULT_TIMING, TIMINGS
-from envmatrix.cli.common import LineProgress, add_threshold_flags, make_console, prepare
+from envmatrix.cli.common import LineProgress, add_command, add_threshold_flags, make_console, print_outputs, request_from
+
+EXAMPLES = """examples:
+  envmatrix bench --grid 1x4 -b 64M -e 1G -f 4 -c allreduce,allgather,alltoall
+  envmatrix bench conf=aws_ofi --setup 2 --grid 2x2
+  envmatrix bench --env NCCL_ALGO=Ring --env NCCL_PROTO=Simple"""
+
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "bench",
-        help="nccl-tests-like busbw for one setup on one grid",
-        description="Time value-checked collectives over a size sweep for one env on one grid, like nccl-tests; "
-        "busbw uses nccl-tests' per-collective factors. Results go to the store; tables to screen and Markdown.",
-        epilog="examples:\n  envmatrix bench --grid 1x4 -b 64M -e 1G -f 4 -c allreduce,allgather,alltoall\n"
-        "  envmatrix bench conf=aws_ofi --setup 2 --grid 2x2\n  envmatrix bench --env NCCL_ALGO=Ring --env NCCL_PROTO=Simple",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    p.add_argument("overrides", nargs="*", help="Hydra overrides choosing the config (conf=..., backend=...)")
+    p = add_command(sub, "bench", "nccl-tests-like busbw for one setup on one grid",
+                    "Time value-checked collectives over a size sweep for one env on one grid, like nccl-tests; "
+                    "busbw uses nccl-tests' per-collective factors. Results go to the store; tables to screen and Markdown.",
+                    EXAMPLES,
+                    overrides="Hydra overrides choosing the config (conf=..., backend=...)",
+                    out="run directory (default: reports/runs/bench)")
     p.add_argument("--grid", help="NxP (default: the config's first grid)")
     p.add_argument("--setup", help="a setup of the config (default: the inherited env only)")
     p.add_argument("--env", action="append", default=[], metavar="KEY=VALUE", help="extra variable on top of the setup (repeatable)")
@@ -37,39 +37,21 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="; ".join(f"{k}: {v}" for k, v in TIMINGS.items()))
     p.add_argument("--timeout", type=float, default=600.0, help="probe timeout in seconds (default 600)")
     p.add_argument("--backends", metavar="LIST", help="e.g. gloo,nccl: the same bench on each backend, side by side (seed 000)")
-    p.add_argument("--out", metavar="DIR", help="run directory (default: reports/runs/bench)")
-    p.add_argument("--allow-unknown-vars", action="store_true", help="let site-specific variables through")
     p.add_argument("--rerun", action="store_true", help="measure again even if the store has this exact run")
     add_threshold_flags(p)
     p.set_defaults(func=cmd_bench)
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    import dataclasses
-
-    from envmatrix.app.bench import prepare_bench
-    from envmatrix.config.resolve import ranks_elsewhere, resolve_backend
-    from envmatrix.app.sweep import run_sweep
-    from envmatrix.engine import open_session
+    from envmatrix.app.bench import BenchRequest, backends_table, bench
 
     console = make_console()
-    base, gpus, pins = prepare(args, args.baseline, args.tolerance)
-    elsewhere = ranks_elsewhere(base.make_launcher())
-    backends = [b.strip() for b in (args.backends or base.backend).split(",") if b.strip()]
-    inputs = [prepare_bench(dataclasses.replace(base, backend=resolve_backend(b, len(gpus), elsewhere)), args, len(gpus)) for b in backends]
-    run_dir = em_paths.run_dir(args.out, "bench")
-    results, code = [], 0
-    for inp in inputs:  # one session per backend: its environment and launcher follow the backend
-        with open_session(inp, run_dir, pins, len(gpus), lock_for=args.command_line, pool=True) as session:
-            _, _, done = run_sweep(inp, session, rerun=args.rerun, listener=LineProgress(console, "bench"))
-        results.append(done[-1])
-        code = max(code, print_bench(console, done[-1], run_dir))
-    if len(results) > 1:
-        print_backends(console, results, run_dir)
-    from envmatrix.reporting.html import after_command
-
-    after_command(run_dir, console)
-    return code
+    done = bench(request_from(BenchRequest, args), LineProgress(console, "bench"), on_run=lambda run: print_bench(console, run))
+    if done.backends_report:
+        console.print(right_aligned_table("backends side by side", *backends_table([r.result for r in done.runs])))
+        console.print(f"report: {done.backends_report}")
+    print_outputs(console, done.outputs)
+    return done.exit_code
 
 
 def right_aligned_table(title: str, header: Any, rows: Any) -> Any:
@@ -83,12 +65,12 @@ def right_aligned_table(title: str, header: Any, rows: Any) -> Any:
     return table
 
 
-def print_bench(console: Any, result: Any, run_dir: str) -> int:
+def print_bench(console: Any, run: Any) -> None:
     from rich.text import Text
 
-    from envmatrix.reporting.bench_tables import NCCL_TESTS_COLUMNS, bench_markdown, busbw_by_size, collective_title, nccl_tests_rows, timing_label
+    from envmatrix.reporting.bench_tables import NCCL_TESTS_COLUMNS, busbw_by_size, collective_title, nccl_tests_rows, timing_label
 
-    title = f"envmatrix bench ({result.setup_name}) on {result.grid}, {result.backend}"
+    result = run.result
     for collective in dict.fromkeys(m["collective"] for m in result.metrics):
         console.print(right_aligned_table(collective_title(result.metrics, collective), NCCL_TESTS_COLUMNS, nccl_tests_rows(result.metrics, collective)))
     if result.metrics:
@@ -99,32 +81,4 @@ def print_bench(console: Any, result: Any, run_dir: str) -> int:
         console.print(right_aligned_table("expectations (measured / expected)", *threshold_rows(result.thresholds)))
     if not result.passed:
         console.print(Text(f"{result.outcome}: {result.root_cause.get('line')}", style="bold red"))
-    path = os.path.join(run_dir, f"bench_{result.run_key}.md")
-    with open(path, "w") as fh:
-        fh.write(bench_markdown(result, title))
-    console.print(f"report: {path}")
-    wrong = sum(int(m.get("wrong") or 0) for m in result.metrics)
-    return 0 if result.passed and not wrong else 1
-
-
-def print_backends(console: Any, results: list, run_dir: str) -> None:
-    """Seed 000's comparison: the same collective and size on each backend (time and busbw)."""
-    from envmatrix.bench.sizes import format_size
-    from envmatrix.reporting.bench_tables import headline_bw, markdown_table
-
-    cells = {(r.backend, m["collective"], m["size_bytes"]): m for r in results for m in r.metrics}
-    keys = sorted({(c, s) for _, c, s in cells})
-    header = ["collective", "size"] + [f"{r.backend} {what}" for r in results for what in ("time (us)", "busbw (GB/s)")]
-    rows = []
-    for collective, size in keys:
-        row = [collective, format_size(size)]
-        for r in results:
-            m = cells.get((r.backend, collective, size))
-            bw = None if m is None else headline_bw(m)
-            row += ["-" if m is None else f"{m['time_us']:.1f}", "-" if bw is None else f"{bw:.2f}"]
-        rows.append(tuple(row))
-    console.print(right_aligned_table("backends side by side", header, rows))
-    path = os.path.join(run_dir, "bench_backends.md")
-    with open(path, "w") as fh:
-        fh.write("# Backends side by side\n\n" + markdown_table(header, rows) + "\n")
-    console.print(f"report: {path}")
+    console.print(f"report: {run.report}")

@@ -1,35 +1,29 @@
-"""What several commands share: the console, config preparation, plain progress lines."""
+"""What the command modules share: the argparse set-up of a command and of its common flags, turning parsed
+arguments into an app request, the console, plain progress lines and the closing report lines."""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
+from typing import Any, Optional, TypeVar
+
+Request = TypeVar("Request")
 
 
-def prepare(args: argparse.Namespace, baseline_run: str | None = None, tolerance: str | None = None):
-    """The resolved sweep input of ``args.overrides``, this host's GPUs and the caller's safety pins; with
-    ``baseline_run`` (a ``--baseline RUN_DIR`` of a command that judges slow) its floors join the expectations."""
-    from envmatrix.config import compose_config
-    from envmatrix.config.resolve import resolve
-    from envmatrix.env.merge import caller_pins
-    from envmatrix.execution.hostinfo import gpu_inventory
+def add_command(sub: argparse._SubParsersAction, name: str, summary: str, description: str,
+                examples: Optional[str] = None, *, overrides: Optional[str] = None,
+                out: Optional[str] = None) -> argparse.ArgumentParser:
+    """One subcommand; ``main`` gives every one --debug, the exit codes and the raw help formatter.
 
-    gpus = gpu_inventory()
-    pins = caller_pins()
-    cfg, conf_file = compose_config(args.overrides)
-    inp = resolve(cfg, conf_file, len(gpus), pins, allow_unknown=args.allow_unknown_vars)
-    if tolerance is not None and not baseline_run:
-        from envmatrix.errors import ConfigError
-
-        raise ConfigError(f"--tolerance {tolerance}: only with --baseline RUN_DIR; allowed: --baseline RUN_DIR --tolerance 10%")
-    if baseline_run:
-        import dataclasses
-
-        from envmatrix.reporting.thresholds import load_baseline
-
-        floors = load_baseline(baseline_run, "10%" if tolerance is None else tolerance)
-        inp = dataclasses.replace(inp, expectations=inp.expectations + floors)
-    return inp, gpus, pins
+    ``overrides``/``out``: the help of a config-reading command's Hydra overrides and run directory; such a
+    command also gets --allow-unknown-vars."""
+    p = sub.add_parser(name, help=summary, description=description, epilog=examples)
+    if overrides is not None:
+        p.add_argument("overrides", nargs="*", help=overrides)
+        p.add_argument("--out", metavar="DIR", help=out)
+        p.add_argument("--allow-unknown-vars", action="store_true", help="let site-specific variables outside the catalogs through")
+    return p
 
 
 def add_threshold_flags(p: argparse.ArgumentParser) -> None:
@@ -39,12 +33,31 @@ def add_threshold_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tolerance", metavar="PCT", help="with --baseline: allowed drop, e.g. 10%% (default), 2.5 or 0.05")
 
 
+def request_from(cls: type[Request], args: argparse.Namespace, **given: Any) -> Request:
+    """The request ``cls`` (a frozen dataclass of app/) from the parsed arguments of the same names; ``given``
+    sets the fields named otherwise on the command line. Lists become tuples: a request is immutable."""
+    values = {f.name: getattr(args, f.name) for f in dataclasses.fields(cls) if hasattr(args, f.name)}
+    values.update(given)
+    return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in values.items()})
+
+
 def make_console():
     from rich.console import Console
 
     console = Console()
     # Logs and pipes get wide tables instead of rich's 80-column fallback.
     return console if console.is_terminal else Console(width=int(os.environ.get("COLUMNS", 160)))
+
+
+def print_outputs(console: Any, outputs: Any) -> None:
+    """The closing lines of a measuring command (app.outputs.RunOutputs): JUnit when written, then report.html."""
+    if outputs.junit:
+        console.print(f"junit: {outputs.junit}", markup=False)
+    if outputs.html_error:
+        console.print(f"html report not written ({outputs.html_error}); retry with: envmatrix report {outputs.run_dir}",
+                      markup=False)
+    else:
+        console.print(f"html report: {outputs.html}", markup=False)
 
 
 class LineProgress:

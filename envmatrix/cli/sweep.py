@@ -7,12 +7,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 
-from envmatrix import paths as em_paths
-from envmatrix.cli.common import LineProgress, add_threshold_flags, make_console, prepare
-from envmatrix.errors import EXIT_FAILURES, EXIT_INCONCLUSIVE, EXIT_OK, ConfigError
+from envmatrix.cli.common import LineProgress, add_command, add_threshold_flags, make_console, print_outputs, request_from
+from envmatrix.errors import EXIT_OK
 
 EXAMPLES = """examples:
   envmatrix sweep                                   # embedded default on this host
@@ -22,20 +20,14 @@ EXAMPLES = """examples:
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "sweep",
-        help="run every setup on every node x ppn grid and build the pass/fail matrix",
-        description="Run every setup of a config on every grid with a probe per rank; store each result at once; "
-        "print the seed-003 matrix. Config content is given as Hydra overrides.",
-        epilog=EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    p.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. conf=aws_ofi grids=[1x2,2x2] backend=gloo probe.timeout_s=60")
+    p = add_command(sub, "sweep", "run every setup on every node x ppn grid and build the pass/fail matrix",
+                    "Run every setup of a config on every grid with a probe per rank; store each result at once; "
+                    "print the seed-003 matrix. Config content is given as Hydra overrides.", EXAMPLES,
+                    overrides="Hydra overrides, e.g. conf=aws_ofi grids=[1x2,2x2] backend=gloo probe.timeout_s=60",
+                    out="run directory for the store and reports (default: reports/runs/<name>)")
     p.add_argument("--dry-run", action="store_true", help="print the plan (setups x grids, each env) and every run's exact "
                    "launch command, shell-quoted; launch and write nothing")
     p.add_argument("--json", action="store_true", help="with --dry-run: the plan as JSON (argv lists, env changes, shell lines)")
-    p.add_argument("--out", metavar="DIR", help="run directory for the store and reports (default: reports/runs/<name>)")
-    p.add_argument("--allow-unknown-vars", action="store_true", help="let site-specific variables outside the catalogs through")
     p.add_argument("--rerun", action="store_true", help="run again what the store already holds (new attempts; history is kept)")
     p.add_argument("--allow-ignored-vars", action="store_true",
                    help="run even when the backend reads none of the varied variables (e.g. to check env delivery)")
@@ -76,85 +68,40 @@ def print_plan(console, inp, runs, launches=()) -> None:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    from envmatrix.execution.pool import WarmPool, likely_ranks
+    from envmatrix.app.sweep import SweepPlan, SweepRequest, sweep
 
     console = make_console()
-    # The pool's servers import torch (seconds) while this process composes the config, plans and
-    # opens the store; on bad input they are killed with the pool before any run is launched.
-    pool = None if args.no_pool or args.dry_run else WarmPool.prestart(os.environ, likely_ranks(os.environ))
-    try:
-        return _sweep(args, console, pool)
-    finally:
-        if pool is not None:
-            pool.close()
+    request = request_from(SweepRequest, args, pool=not args.no_pool)
+    if console.is_terminal:
+        from envmatrix.reporting.console import LiveProgress
+
+        listener = LiveProgress(console)
+    else:
+        listener = LineProgress(console)
+    done = sweep(request, listener, warn=lambda line: print(f"envmatrix: {line}", file=sys.stderr))
+    if isinstance(done, SweepPlan):
+        print_dry_run(console, done, request.json)
+        return EXIT_OK
+    print_sweep(console, done)
+    return done.exit_code
 
 
-def _sweep(args: argparse.Namespace, console, pool) -> int:
-    from envmatrix.execution.hostinfo import host_facts
-    from envmatrix.reporting import build_matrix, write_reports
-    from envmatrix.engine import open_session
-    from envmatrix.reporting.console import LiveProgress, matrix_tables
-    from envmatrix.reporting.html import preload_renderer
-    from envmatrix.planning.packing import parse_jobs
-    from envmatrix.app.sweep import plan_sweep, run_sweep
+def print_dry_run(console, plan, as_json: bool) -> None:
+    inp = plan.inp
+    if as_json:
+        print(json.dumps({"name": inp.name, "backend": inp.backend, "launcher": inp.launcher, "probe": inp.probe.name,
+                          "conf_file": str(inp.conf_file), "out": plan.run_dir, "runs": plan.launches}, indent=1))
+    else:
+        print_plan(console, inp, plan.runs, plan.launches)
 
-    from envmatrix.catalog.backends import check_varied
 
-    from envmatrix.store.sqlite import check_not_corrupt
+def print_sweep(console, done) -> None:
+    from envmatrix.reporting.console import matrix_tables
 
-    inp, gpus, pins = prepare(args, args.baseline, args.tolerance)
-    try:
-        jobs = parse_jobs(args.jobs)
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from None
-    # where results would go is checked first: those errors name the file, and nothing is created before them
-    run_dir = em_paths.run_dir(args.out, inp.name, create=False)
-    check_not_corrupt(os.path.join(run_dir, "results.sqlite"))
-    atoms = [a for s in inp.setups for a in s.atoms]
-    # backend=auto falling back to gloo on a GPU-less host is not the user's choice: warn, do not refuse.
-    auto = str(inp.config.get("backend", "auto")) == "auto"
-    warning = check_varied(inp.backend, atoms, "sweep", allow=args.allow_ignored_vars or auto,
-                           probe=inp.probe.name)
-    if warning:
-        print(f"envmatrix: {warning}", file=sys.stderr)
-    runs = plan_sweep(inp)
-    if args.json and not args.dry_run:
-        raise ConfigError("--json: only with --dry-run; allowed: --dry-run --json")
-    if args.dry_run:
-        from envmatrix.app.sweep import dry_run
-
-        host = host_facts(with_topology=False) if inp.hermetic else {}
-        launches = dry_run(inp, runs, run_dir, os.environ, inp.probe_environment(os.environ, host), pins, len(gpus))
-        if args.json:
-            print(json.dumps({"name": inp.name, "backend": inp.backend, "launcher": inp.launcher, "probe": inp.probe.name,
-                              "conf_file": str(inp.conf_file), "out": run_dir, "runs": launches}, indent=1))
-        else:
-            print_plan(console, inp, runs, launches)
-        return 0
-    run_dir = em_paths.run_dir(args.out, inp.name)
-    with open_session(inp, run_dir, pins, len(gpus), lock_for=args.command_line,
-                      pool=pool if pool is not None else not args.no_pool, jobs=jobs) as session:
-        listener = LiveProgress(console) if console.is_terminal else LineProgress(console)
-        preload_renderer()  # the report's imports overlap the runs instead of following them
-        _, runs, results = run_sweep(inp, session, rerun=args.rerun, listener=listener)
-    matrix = build_matrix(runs, results, [g.label for g in inp.grids])
-    title = f"envmatrix sweep {inp.name} ({inp.backend}, probe {inp.probe.name})"
-    paths = write_reports(run_dir, matrix, results, title)
-    console.print(matrix_tables(matrix, title, results))
-    passed, failed, missing = matrix.counts
-    slow = sum(r.outcome == "slow" for r in results)
+    console.print(matrix_tables(done.matrix, done.title, done.results))
+    passed, failed, missing = done.matrix.counts
+    slow = sum(r.outcome == "slow" for r in done.results)
     failed_text = f"{failed} failed ({slow} slow)" if slow else f"{failed} failed"
-    console.print(f"{passed} passed, {failed_text}, {missing} not run; store {os.path.join(run_dir, 'results.sqlite')}")
-    console.print("reports: " + ", ".join(paths))
-    from envmatrix.reporting.html import after_command
-
-    after_command(run_dir, console, args.junit, f"envmatrix.sweep.{inp.name}", results)
-    return sweep_exit_code(results)
-
-
-def sweep_exit_code(results) -> int:
-    """1 when a cell failed, 3 when the only non-passing cells are unresolved (probe skipped, exit 125), else 0."""
-    outcomes = {r.outcome for r in results}
-    if outcomes - {"pass", "unresolved"}:
-        return EXIT_FAILURES
-    return EXIT_INCONCLUSIVE if "unresolved" in outcomes else EXIT_OK
+    console.print(f"{passed} passed, {failed_text}, {missing} not run; store {done.store_path}")
+    console.print("reports: " + ", ".join(done.reports))
+    print_outputs(console, done.outputs)

@@ -36,6 +36,8 @@ class SweepInput:
     hosts: tuple[str, ...] = ()
     hermetic: bool = False
     expectations: tuple[Any, ...] = ()  # bench.expect.Expectation: the expect: block, plus --baseline floors
+    # the launcher resolve() configured (options, hosts, allocation): make_launcher reuses it, so a command builds one
+    configured_launcher: Any = dataclasses.field(default=None, compare=False, repr=False)
 
     def probe_environment(self, environ: Mapping[str, str], host: dict[str, Any]) -> dict[str, str]:
         """The env every rank inherits; hermetic runs record what they neutralised in ``host``."""
@@ -58,9 +60,13 @@ class SweepInput:
         return f"{key}+{hashlib.sha256(canon.encode()).hexdigest()[:8]}"
 
     def make_launcher(self) -> Any:
-        from envmatrix.launchers import configure_launcher
+        """The configured launcher, checked against this input's grids and backend (a Slurm/PBS allocation)."""
+        if self.configured_launcher is None:
+            from envmatrix.launchers import configure_launcher
 
-        return configure_launcher(self.launcher, self.launcher_opts, self.hosts, self.grids, self.backend)
+            return configure_launcher(self.launcher, self.launcher_opts, self.hosts, self.grids, self.backend)
+        self.configured_launcher.check_allocation(self.grids, self.backend, os.environ)
+        return self.configured_launcher
 
 
 def resolve_backend(value: str, gpus: int, nodes_are_other_hosts: bool = False) -> str:
@@ -184,4 +190,5 @@ def resolve(
         hosts=tuple(data.get("hosts") or ()),
         hermetic=bool(data.get("hermetic")),
         expectations=expectations,
+        configured_launcher=launcher,
     )

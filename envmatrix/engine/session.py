@@ -67,22 +67,27 @@ def open_session(
     lock_for: Optional[str] = None,
     pool: Any = False,
     jobs: int | str = 1,
+    launcher: Any = None,
+    store: Optional[ResultStore] = None,
 ) -> Iterator[Session]:
     """Open the store of ``run_dir`` (under the exclusive lock when ``lock_for`` names the command line),
     read the host facts once, and start a warm pool when asked and the launcher is local. ``pool``:
-    True/False, or a WarmPool the caller started early (used for a local launcher, closed by the caller)."""
+    True/False, or a WarmPool the caller started early (used for a local launcher, closed by the caller).
+    ``launcher``/``store``: the command's own, built and opened once (left open for the caller to close);
+    by default ``inp.make_launcher()`` and the run directory's store."""
     from envmatrix.execution.hostinfo import host_facts
 
     os.makedirs(run_dir, exist_ok=True)
     host = host_facts()
     environ = inp.probe_environment(os.environ, host)
-    launcher = inp.make_launcher()
+    launcher = inp.make_launcher() if launcher is None else launcher
     with ExitStack() as stack:
         if lock_for is not None:
             from envmatrix.store.lock import exclusive
 
             stack.enter_context(exclusive(os.path.join(run_dir, "results.sqlite"), lock_for))
-        store = stack.enter_context(open_store_at(run_dir))
+        if store is None:
+            store = stack.enter_context(open_store_at(run_dir))
         warm = None
         local = launcher.uses_warm_pool
         if not isinstance(pool, bool):  # a WarmPool the caller prestarted (and closes)

@@ -10,6 +10,7 @@ from typing import Callable, Mapping, Optional, Sequence, Union
 
 from envmatrix.engine.session import Session
 from envmatrix.env.atoms import Setup, atoms_from_mapping
+from envmatrix.paths import file_safe
 from envmatrix.planning.grid import Grid
 from envmatrix.planning.plan import Run, run_key
 from envmatrix.results import ProbeResult
@@ -139,8 +140,4 @@ def run_at_once(items: Sequence[tuple[Session, Run, Optional[str]]]) -> list[Tri
 
 
 def trial_workdir(run_dir: str, run: Run, label: Optional[str], attempt: str) -> str:
-    return os.path.join(run_dir, "logs", f"{run.grid.label}_{_safe(label or run.setup.name)}_{run.key}", attempt)
-
-
-def _safe(name: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)[:40]
+    return os.path.join(run_dir, "logs", f"{run.grid.label}_{file_safe(label or run.setup.name)}_{run.key}", attempt)

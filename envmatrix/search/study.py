@@ -169,7 +169,7 @@ def make_storage(url: str) -> Any:
         try:
             return optuna.storages.RDBStorage(url, engine_kwargs=kwargs)
         except ImportError as exc:
-            raise ConfigError(f"search.storage: {_redact(url)} needs a database driver that is not installed ({exc}); "
+            raise ConfigError(f"search.storage: {redact(url)} needs a database driver that is not installed ({exc}); "
                               "pip install 'envmatrix[search]' (psycopg2-binary for postgresql://)") from None
         except Exception as exc:  # sqlalchemy ArgumentError / OperationalError / IntegrityError
             # Workers starting together on an empty database race to create Optuna's tables: retry.
@@ -177,11 +177,11 @@ def make_storage(url: str) -> Any:
                 if attempt < 5:
                     time.sleep(0.5 * (attempt + 1))
                     continue
-            raise ConfigError(f"search.storage: cannot open {_redact(url)}: {str(exc).splitlines()[0]}") from None
+            raise ConfigError(f"search.storage: cannot open {redact(url)}: {str(exc).splitlines()[0]}") from None
     raise AssertionError("unreachable")
 
 
-def _redact(url: str) -> str:
+def redact(url: str) -> str:
     """The storage URL without its password (for messages and the dashboard line)."""
     if "://" in url and "@" in url.split("://", 1)[1].split("/", 1)[0]:
         scheme, rest = url.split("://", 1)

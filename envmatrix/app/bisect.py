@@ -1,0 +1,240 @@
+"""``envmatrix bisect``'s lifecycle: from a failing env to every culprit (then a repair), or the first bad version
+(app.bisect_versions), or the bad hosts (app.host_bisect).
+
+:func:`bisect` checks the request, resolves the config once and runs the mode asked for; what the command line
+shows while it runs arrives through :class:`BisectEvents`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, NamedTuple, Optional
+
+from envmatrix import paths as em_paths
+from envmatrix.app.inputs import Prepared, named_setup, prepare
+from envmatrix.app.outputs import RunOutputs, write_run_outputs
+from envmatrix.errors import EXIT_FAILURES, EXIT_INCONCLUSIVE, EXIT_OK, ConfigError, did_you_mean
+
+
+@dataclass(frozen=True)
+class BisectRequest:
+    overrides: tuple[str, ...] = ()
+    failing: Optional[str] = None  # GRID: the setups that failed there in the store's last sweep
+    env_file: Optional[str] = None
+    versions: Optional[tuple[str, ...]] = None
+    versions_file: Optional[str] = None
+    hosts: Optional[str] = None  # a host file, or "slurm"
+    grid: Optional[str] = None
+    setup: Optional[str] = None
+    baseline: Optional[str] = None  # a passing SETUP (env bisect) or a recorded RUN_DIR (host bisect)
+    tolerance: Optional[str] = None
+    version_mode: str = "auto"
+    probe_cmd: Optional[str] = None
+    repeats: int = 1
+    max_probes: Optional[int] = None
+    json: Optional[str] = None  # where to write the culprit sets (or the version verdict) as JSON
+    junit: Optional[str] = None
+    no_repair: bool = False
+    out: Optional[str] = None
+    allow_unknown_vars: bool = False
+    allow_ignored_vars: bool = False
+    rerun: bool = False
+
+
+def _ignore(*_: Any) -> None:
+    return None
+
+
+@dataclass(frozen=True)
+class BisectEvents:
+    """What happens while a bisect runs, for the command line to show (each default shows nothing)."""
+
+    warn: Callable[[str], None] = _ignore  # varied variables the backend never reads
+    probe: Callable[[str, str, Any, bool], None] = _ignore  # (target "name grid", probe label, result, launched)
+    report: Callable[[str, str], None] = _ignore  # (a target's report as Markdown, its path), as each target ends
+    version: Callable[[str, str, Any], None] = _ignore  # (grid, version path, result)
+    host_round: Callable[[Any, Any], None] = _ignore  # (bisect.hosts.Evidence, result)
+
+
+@dataclass(frozen=True)
+class EnvBisectResult:
+    reports: list  # bisect.driver.BisectReport, one per target
+    outputs: RunOutputs
+    exit_code: int
+
+
+class BisectInput(NamedTuple):
+    prepared: Prepared
+    probe: Any  # the ProbeSpec each probe runs: the config's, or --probe-cmd's
+    baseline: list  # env bisect: the atoms of the passing --baseline setup
+    run_dir: str
+
+
+def bisect(request: BisectRequest, events: BisectEvents = BisectEvents()) -> Any:
+    """An EnvBisectResult, app.bisect_versions.VersionBisectResult or app.host_bisect.HostBisectOutcome."""
+    given = check_request(request)
+    if request.versions or request.versions_file:
+        from envmatrix.app.bisect_versions import bisect_versions
+
+        return bisect_versions(request, given, events)
+    if request.hosts:
+        from envmatrix.app.host_bisect import bisect_hosts
+
+        return bisect_hosts(request, given, events)
+    return bisect_envs(request, given, events)
+
+
+def check_request(request: BisectRequest) -> BisectInput:
+    """The request's flags checked against each other and the config resolved: nothing written yet."""
+    if request.max_probes is not None and request.max_probes < 2:
+        raise ConfigError(f"--max-probes {request.max_probes}: not allowed; allowed: an integer >= 2 (the env and the baseline)")
+    if request.repeats < 1:
+        raise ConfigError(f"--repeats {request.repeats}: not allowed; allowed: an integer >= 1")
+    overrides = list(request.overrides)
+    grid = request.failing or request.grid
+    if grid and not any(o.startswith("grids=") for o in overrides):
+        # Only the grid being bisected has to fit this host, not every grid of the config.
+        overrides.append(f"grids=[{grid}]")
+    if request.tolerance is not None and not request.hosts:
+        raise ConfigError(f"--tolerance {request.tolerance}: only with --hosts FILE --baseline RUN_DIR (host bisect's slow floors); "
+                          "allowed: drop --tolerance (env bisect's --baseline names a passing setup, not a run)")
+    if request.hosts and request.baseline and not os.path.exists(request.baseline):
+        raise ConfigError(f"--baseline {request.baseline}: with --hosts a recorded run directory (its busbw less --tolerance "
+                          "are the slow floors), and there is none; allowed: the --out of a sweep or bench "
+                          "(a passing SETUP is --baseline of env bisect: --failing / --env-file)")
+    # Host bisect judges slow like sweep/bench: --baseline is a recorded run there, a setup name everywhere else.
+    if request.hosts:
+        prepared = prepare(overrides, request.allow_unknown_vars, request.baseline, request.tolerance)
+    else:
+        prepared = prepare(overrides, request.allow_unknown_vars)
+    inp = prepared.inp
+    probe = probe_spec(inp, request.probe_cmd)
+    baseline: list = []
+    if request.baseline is not None and not request.hosts:
+        baseline = list(named_setup(inp, request.baseline, "--baseline", "not a setup of").atoms)
+    run_dir = em_paths.run_dir(request.out, inp.name, create=False)
+    if request.failing and not os.path.exists(os.path.join(run_dir, em_paths.STORE_FILE)):
+        raise ConfigError(f"--failing {request.failing}: no store at {run_dir}/results.sqlite; run `envmatrix sweep` for this config first or pass --out")
+    return BisectInput(prepared, probe, baseline, run_dir)
+
+
+def probe_spec(inp: Any, probe_cmd: Optional[str]) -> Any:
+    from envmatrix.probes import get_probe
+
+    if not probe_cmd:
+        return inp.probe
+    params = {"command": shlex.split(probe_cmd), "timeout_s": inp.probe.params.get("timeout_s", 120.0)}
+    return get_probe("command").spec(params, "--probe-cmd", inp.backend)
+
+
+def bisect_envs(request: BisectRequest, given: BisectInput, events: BisectEvents) -> EnvBisectResult:
+    from envmatrix.bisect.driver import ProbeContext, bisect_env
+    from envmatrix.bisect.report import render_markdown
+    from envmatrix.config.resolve import check_grids_fit
+    from envmatrix.engine import open_session
+
+    (inp, gpus, pins, catalog), run_dir = given.prepared, given.run_dir
+    # An env file is checked before the run directory or store exists: bad input writes nothing.
+    early = env_file_target(inp, request, catalog) if request.env_file else None
+    launcher = inp.make_launcher()  # the one launcher of every probe (the session's too)
+    max_local_ranks = int(inp.config.get("max_local_ranks", 16))
+    for _, early_grid, atoms in early or []:
+        check_backend(inp, request, atoms, events.warn)
+        check_grids_fit([early_grid], inp.backend, len(gpus), max_local_ranks, launcher)
+    os.makedirs(run_dir, exist_ok=True)
+    reports = []
+    with open_session(inp, run_dir, pins, len(gpus), probe_spec=given.probe, pool=True, launcher=launcher) as session:
+        store = session.store
+        targets = early or failing_targets(request, run_dir, store)
+        for name, grid, atoms in targets:
+            if not early:
+                check_grids_fit([grid], inp.backend, len(gpus), max_local_ranks, launcher)
+            ctx = ProbeContext(session.under(sweep_id=f"bisect-{name}-{grid.label}"), grid, request.rerun)
+            if not early:
+                check_backend(inp, request, atoms, events.warn)
+
+            def show(label: str, result: Any, fresh: bool = True, _target: str = f"{name} {grid.label}") -> None:
+                events.probe(_target, label, result, bool(fresh))
+
+            stored = [r for r in store.latest(sweep_id=store.sweeps()[-1]["id"]) if r.grid == grid.label] if request.failing else []
+            report = bisect_env(ctx, name, atoms, given.baseline, request.repeats, not request.no_repair, catalog,
+                                on_probe=show, max_probes=request.max_probes, stored=stored)
+            reports.append(report)
+            path = os.path.join(run_dir, f"bisect_{em_paths.file_safe(name)}_{grid.label}.md")
+            markdown = render_markdown(report)
+            with open(path, "w") as fh:
+                fh.write(markdown)
+            with open(path[:-3] + ".json", "w") as fh:  # what `envmatrix report` draws the trail from
+                json.dump(report.to_json(), fh, indent=1)
+            events.report(markdown, path)
+        ids = {f"bisect-{name}-{grid.label}" for name, grid, _ in targets}
+        probed = [r for r in store.latest() if r.sweep_id in ids]
+    if request.json:
+        with open(request.json, "w") as fh:
+            json.dump([r.to_json() for r in reports], fh, indent=1)
+    outputs = write_run_outputs(run_dir, request.junit, "envmatrix.bisect", probed)
+    return EnvBisectResult(reports, outputs, env_exit_code(reports))
+
+
+def env_file_target(inp: Any, request: BisectRequest, catalog: Any) -> list[tuple[str, Any, list]]:
+    """--env-file: (name, grid, atoms) of the file's assignments, checked like a config setup."""
+    from envmatrix.bisect.envfile import parse_env_file
+    from envmatrix.config.compose import read_utf8
+    from envmatrix.config.resolve import check_pins
+    from envmatrix.env.atoms import Setup
+    from envmatrix.env.merge import caller_pins
+    from envmatrix.planning.grid import parse_grid
+
+    path = Path(request.env_file)
+    text = read_utf8(path, f"--env-file {path}")
+    atoms = list(parse_env_file(text, dict(os.environ), where=str(path)))
+    if not atoms:
+        raise ConfigError(f"--env-file {path}: no variable assignments in it, so nothing to bisect; "
+                          "give a file with export KEY=VALUE or KEY=VALUE lines")
+    catalog.validate_setup(Setup(path.stem, tuple(atoms)), where=str(path), allow_unknown=request.allow_unknown_vars)
+    check_pins([Setup(path.stem, tuple(atoms))], caller_pins(), str(path))  # as a config setup would be
+    grid = parse_grid(request.grid, "--grid") if request.grid else inp.grids[0]
+    return [(path.stem, grid, atoms)]
+
+
+def failing_targets(request: BisectRequest, run_dir: str, store: Any) -> list[tuple[str, Any, list]]:
+    """--failing GRID: (name, grid, atoms) of each setup that failed there in the store's last sweep."""
+    from envmatrix.env.atoms import Atom
+    from envmatrix.planning.grid import parse_grid
+
+    grid = parse_grid(request.failing, "--failing")
+    sweeps = store.sweeps()
+    if not sweeps:
+        raise ConfigError(f"--failing {request.failing}: the store in {run_dir} holds no sweep; run `envmatrix sweep` first or pass --out")
+    results = [r for r in store.latest(sweep_id=sweeps[-1]["id"]) if r.grid == grid.label and not r.passed]
+    if request.setup is not None:
+        names = [r.setup_name for r in results]
+        results = [r for r in results if r.setup_name == request.setup]
+        if not results:
+            raise ConfigError(f"--setup {request.setup!r}: no failing run on {grid.label}{did_you_mean(request.setup, names)}; failing here: {', '.join(names) or 'none'}")
+    if not results:
+        raise ConfigError(f"--failing {grid.label}: nothing failed on {grid.label} in the last sweep ({sweeps[-1]['id']}); nothing to bisect")
+    return [(r.setup_name, grid, [Atom.from_json(a) for a in r.setup.get("atoms", [])]) for r in results]
+
+
+def check_backend(inp: Any, request: BisectRequest, atoms: list, warn: Callable[[str], None]) -> None:
+    """Warn about atoms the backend ignores; ConfigError when it ignores every one. A command probe reads NCCL_*
+    itself, whatever the backend: not checked."""
+    if request.probe_cmd:
+        return
+    from envmatrix.catalog.backends import check_varied
+
+    warning = check_varied(inp.backend, atoms, "bisect", allow=request.allow_ignored_vars, probe=inp.probe.name)
+    if warning:
+        warn(warning)
+
+
+def env_exit_code(reports: list) -> int:
+    """3 when any bisect is inconclusive, else 1 when culprits were found, else 0 (nothing failing)."""
+    if any(r.status not in ("ok", "env passes") or (r.culprits and not r.complete) for r in reports):
+        return EXIT_INCONCLUSIVE
+    return EXIT_FAILURES if any(r.culprits for r in reports) else EXIT_OK

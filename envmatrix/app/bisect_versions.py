@@ -1,0 +1,62 @@
+"""``envmatrix bisect --versions``' lifecycle: git-bisect over NCCL library or plugin builds."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from envmatrix.app.outputs import RunOutputs, write_run_outputs
+from envmatrix.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class VersionBisectResult:
+    verdict: Any  # bisect.versions' result: message, first bad version, exit code
+    outputs: RunOutputs
+    exit_code: int
+
+
+def bisect_versions(request: Any, given: Any, events: Any) -> VersionBisectResult:
+    """``request``/``given``/``events``: app.bisect's BisectRequest, BisectInput and BisectEvents."""
+    from envmatrix.bisect.driver import ProbeContext, run_env
+    from envmatrix.bisect.versions import bisect_versions as bisect_builds, parse_versions_file, version_atoms
+    from envmatrix.engine import open_session
+    from envmatrix.planning.grid import parse_grid
+
+    (inp, gpus, pins, _), run_dir = given.prepared, given.run_dir
+    if request.versions_file:
+        try:
+            with open(request.versions_file) as fh:
+                versions = parse_versions_file(fh.read(), where=request.versions_file)
+        except OSError as exc:
+            raise ConfigError(f"--versions-file {request.versions_file}: cannot read ({exc.strerror})") from None
+    else:
+        versions = list(request.versions)
+    if len(versions) < 2:
+        raise ConfigError("--versions: give at least two paths (a good one first, a bad one last)")
+    for v in versions:
+        version_atoms(v, request.version_mode)  # validates every path before anything runs
+    missing = [v for v in versions if not os.path.exists(v)]
+    if missing and inp.launcher == "local":
+        raise ConfigError(f"--versions {missing[0]}: no such file or directory; give NCCL builds that exist here "
+                          "(a lib directory or a libnccl.so file per version)")
+    grid = parse_grid(request.grid, "--grid") if request.grid else inp.grids[0]
+    with open_session(inp, run_dir, pins, len(gpus), probe_spec=given.probe, sweep_id=f"bisect-versions-{grid.label}",
+                      pool=True) as session:
+        ctx = ProbeContext(session, grid, request.rerun)
+
+        def test(version: str) -> str:
+            result, _ = run_env(ctx, f"version-{os.path.basename(version.rstrip('/'))}",
+                                list(version_atoms(version, request.version_mode)))
+            events.version(grid.label, version, result)
+            if result.passed:
+                return "good"
+            return "skip" if result.outcome in ("unresolved", "launch_error") else "bad"
+
+        verdict = bisect_builds(versions, test)
+    if request.json:
+        with open(request.json, "w") as fh:
+            json.dump(verdict.to_json(), fh, indent=1)
+    return VersionBisectResult(verdict, write_run_outputs(run_dir), verdict.exit_code)

@@ -1,0 +1,56 @@
+"""``envmatrix export``'s lifecycle: the best trial of a search study as shell exports, a setup YAML block and a
+tuner CSV."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Optional
+
+from envmatrix.errors import ConfigError, require
+
+
+@dataclass(frozen=True)
+class ExportRequest:
+    out: Optional[str] = None  # a search's run directory (its study.sqlite)
+    storage: Optional[str] = None  # any Optuna storage URL instead of out
+    study_name: Optional[str] = None  # None: the only study in the storage
+    dest: Optional[str] = None  # None: <out>/export, or ./export with a storage URL
+    objective: int = 0
+
+
+@dataclass(frozen=True)
+class ExportResult:
+    paths: list[str]  # the files written, best.sh first
+    notes: list[str]  # what could not be exported, and why
+
+
+def export(request: ExportRequest) -> ExportResult:
+    optuna = require("optuna", "search", "envmatrix export")
+
+    from envmatrix.search.export import write_exports
+    from envmatrix.search.study import make_storage, redact
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    if not request.storage and not request.out:
+        raise ConfigError("export: give --out RUN_DIR (a search's run directory) or --storage URL")
+    if request.storage:
+        url = request.storage
+    else:
+        path = os.path.join(os.path.abspath(request.out), "study.sqlite")
+        if not os.path.isfile(path):
+            raise ConfigError(f"export: --out {request.out}: no study.sqlite there; give the run directory of an envmatrix search")
+        url = f"sqlite:///{path}"
+    storage = make_storage(url)
+    names = [s.study_name for s in optuna.study.get_all_study_summaries(storage, include_best_trial=False)]
+    name = request.study_name
+    if name is None:
+        if len(names) != 1:
+            raise ConfigError(f"export: {redact(url)} holds {len(names)} studies; pick one with --study-name ({', '.join(names) or 'none'})")
+        name = names[0]
+    elif name not in names:
+        raise ConfigError(f"export: no study {name!r} in {redact(url)}; allowed: {', '.join(names) or 'none'}")
+    study = optuna.load_study(study_name=name, storage=storage)
+    dest = request.dest or (os.path.join(os.path.abspath(request.out), "export") if request.out else "export")
+    paths, notes = write_exports(study, dest, request.objective)
+    return ExportResult(list(paths), list(notes))

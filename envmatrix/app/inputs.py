@@ -1,0 +1,64 @@
+"""A command's resolved input: the config of its Hydra overrides, this host's GPUs, the caller's safety pins and
+the variable catalog, each read once and handed to the command's lifecycle."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, NamedTuple, Optional, Sequence
+
+from envmatrix.config.resolve import SweepInput
+from envmatrix.errors import ConfigError, did_you_mean
+
+
+class Prepared(NamedTuple):
+    inp: SweepInput
+    gpus: list
+    pins: dict
+    catalog: Any
+
+
+def search_overrides(overrides: Sequence[str]) -> list[str]:
+    """``search.x=v`` -> ``++search.x=v``: keys under the free-form ``search:`` mapping may be new."""
+    return [f"++{o}" if o.startswith("search.") else o for o in overrides]
+
+
+def prepare(overrides: Sequence[str], allow_unknown: bool = False, baseline_run: Optional[str] = None,
+            tolerance: Optional[str] = None, *, search: bool = False) -> Prepared:
+    """The resolved input of ``overrides``; with ``baseline_run`` (a ``--baseline RUN_DIR`` of a command that
+    judges slow) its floors join the expectations. ``search``: new ``search.*`` keys are allowed and a config
+    without setups gets the empty one (a search samples its setups)."""
+    from envmatrix.catalog import load_catalog
+    from envmatrix.config import compose_config
+    from envmatrix.config.resolve import resolve
+    from envmatrix.env.merge import caller_pins
+    from envmatrix.execution.hostinfo import gpu_inventory
+
+    gpus = gpu_inventory()
+    pins = caller_pins()
+    cfg, conf_file = compose_config(search_overrides(overrides) if search else list(overrides))
+    if search:
+        from omegaconf import OmegaConf
+
+        data = OmegaConf.to_container(cfg, resolve=True)
+        if not data.get("setups") and not data.get("strategies"):
+            data["setups"] = {"default": {}}  # search needs no setups; resolve() wants one
+        cfg = OmegaConf.create(data)
+    catalog = load_catalog()
+    inp = resolve(cfg, conf_file, len(gpus), pins, allow_unknown=allow_unknown, catalog=catalog)
+    if tolerance is not None and not baseline_run:
+        raise ConfigError(f"--tolerance {tolerance}: only with --baseline RUN_DIR; allowed: --baseline RUN_DIR --tolerance 10%")
+    if baseline_run:
+        from envmatrix.app.report import load_baseline
+
+        floors = load_baseline(baseline_run, "10%" if tolerance is None else tolerance)
+        inp = dataclasses.replace(inp, expectations=inp.expectations + floors)
+    return Prepared(inp, gpus, pins, catalog)
+
+
+def named_setup(inp: SweepInput, name: str, flag: str = "--setup", what: str = "not in") -> Any:
+    """The setup of the config called ``name``; ConfigError naming the flag and the setups there are."""
+    named = {s.name: s for s in inp.setups}
+    if name not in named:
+        raise ConfigError(f"{flag} {name!r}: {what} {inp.conf_file.name}{did_you_mean(name, named)}; allowed: {', '.join(named)}")
+    return named[name]
+

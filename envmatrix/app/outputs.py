@@ -1,0 +1,31 @@
+"""What every measuring command writes last: JUnit XML when asked, then RUN_DIR/report.html."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Optional
+
+
+@dataclass(frozen=True)
+class RunOutputs:
+    run_dir: str
+    junit: Optional[str] = None  # the JUnit XML written, when asked for
+    html: Optional[str] = None  # RUN_DIR/report.html
+    html_error: Optional[str] = None  # why report.html was not written ("TypeName: message")
+
+
+def write_run_outputs(run_dir: str, junit_path: Optional[str] = None, suite: str = "envmatrix",
+                      results: Iterable = ()) -> RunOutputs:
+    """A broken page must not fail the measurement it follows (it is already stored): a report error is
+    returned, not raised."""
+    junit = None
+    if junit_path:
+        from envmatrix.reporting.junit import write_junit
+
+        junit = write_junit(junit_path, suite, list(results))
+    from envmatrix.app.report import write_html_report
+
+    try:
+        return RunOutputs(run_dir, junit, html=write_html_report(run_dir))
+    except Exception as exc:
+        return RunOutputs(run_dir, junit, html_error=f"{type(exc).__name__}: {exc}")

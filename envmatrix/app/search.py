@@ -1,0 +1,144 @@
+"""``envmatrix search``'s lifecycle: the best-busbw env by Optuna ask/tell.
+
+Optuna is imported only inside a search (and export), so ``envmatrix sweep``/``bench`` never pay for it; the driver
+imports torch only for ``search.sampler=gp`` (Optuna's GPSampler needs it).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
+
+from envmatrix import paths as em_paths
+from envmatrix.app.inputs import prepare
+from envmatrix.app.outputs import RunOutputs, write_run_outputs
+from envmatrix.errors import require
+
+
+@dataclass(frozen=True)
+class SearchRequest:
+    overrides: tuple[str, ...] = ()
+    trials: Optional[int] = None  # the same as search.trials=N
+    out: Optional[str] = None
+    dry_run: bool = False
+    allow_unknown_vars: bool = False
+    allow_ignored_vars: bool = False
+
+
+@dataclass(frozen=True)
+class SearchPlan:
+    """The resolved search: config input, settings, space and objectives (a dry run ends here)."""
+
+    inp: Any
+    settings: Any  # search.study.SearchSettings
+    space: Any  # search.space.SearchSpace
+    objectives: list
+    gpus: list
+    pins: dict
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    plan: SearchPlan
+    report: Any  # search.report.SearchReport
+    markdown: str  # RUN_DIR/search.md
+    storage: str  # the study's storage URL without its password
+    store_path: str
+    confirmed: Optional[dict]  # the confirm rounds' verdict (search.confirm.to_json), when they ran
+    aborted: Optional[Exception]  # search.study.SearchAborted: raised by the command once the report is out
+    outputs: RunOutputs
+
+
+@dataclass(frozen=True)
+class SearchEvents:
+    """What happens while a search runs, for the command line to show (each default shows nothing)."""
+
+    line: Callable[[str], None] = lambda text: None  # a progress line: start, baseline, stop, confirm
+    trial: Optional[Callable[[str, Any, Any], None]] = None  # search.study's listener: (event, trial, outcome)
+    warn: Callable[[str], None] = lambda text: None  # searched variables the backend never reads
+
+
+def plan_search(request: SearchRequest) -> SearchPlan:
+    from envmatrix.search.objective import parse_objectives
+    from envmatrix.search.space import parse_search_space
+    from envmatrix.search.study import parse_settings
+
+    inp, gpus, pins, catalog = prepare(request.overrides, request.allow_unknown_vars, search=True)
+    search = dict(inp.config.get("search") or {})
+    if request.trials is not None:
+        search["trials"] = request.trials
+    where = f"{inp.conf_file.name}: search"
+    settings = parse_settings(search, where, inp.name, inp.seed)
+    space = parse_search_space(search, catalog, pins, where, allow_unknown=request.allow_unknown_vars)
+    objectives = parse_objectives(search.get("objective"), f"{where}.objective", [g.label for g in inp.grids])
+    return SearchPlan(inp, settings, space, objectives, gpus, pins)
+
+
+def search(request: SearchRequest, events: SearchEvents = SearchEvents()) -> SearchPlan | SearchResult:
+    from envmatrix.catalog.backends import check_varied
+
+    plan = plan_search(request)
+    inp, settings, space, objectives = plan.inp, plan.settings, plan.space, plan.objectives
+    # a search over variables the backend never reads would crown noise (issue 22): refused, or one warning line
+    auto = str(inp.config.get("backend", "auto")) == "auto"
+    warning = check_varied(inp.backend, space.vars, "search", allow=request.allow_ignored_vars or auto, probe=inp.probe.name)
+    if warning:
+        events.warn(warning)
+    if request.dry_run:
+        return plan
+    optuna = require("optuna", "search", "envmatrix search")
+
+    from envmatrix.engine import open_session
+    from envmatrix.search.evaluate import ProbeEvaluator
+    from envmatrix.search.report import build_report, render_markdown
+    from envmatrix.search.study import SearchAborted, make_sampler, make_storage, open_study, redact, run_search
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    run_dir = em_paths.run_dir(request.out, inp.name)
+    url = settings.storage or f"sqlite:///{os.path.join(run_dir, 'study.sqlite')}"
+    storage = make_storage(url)
+    sampler = make_sampler(settings.sampler, settings.seed, len(space.allowed_rows()), space)
+    grids = [g.label for g in inp.grids]
+    meta = {"space": space.to_json(), "objectives": [o.to_json() for o in objectives], "grids": grids,
+            "backend": inp.backend, "probe": inp.probe.to_json(), "conf_file": str(inp.conf_file)}
+    study = open_study(storage, settings.study_name, [o.direction for o in objectives], sampler, meta)
+    sweep_id = f"search-{settings.study_name}"
+    events.line(f"search {settings.study_name}: {len(space.allowed_rows())} allowed combinations of {', '.join(space.vars)}; "
+                f"trials={settings.trials}, sampler {settings.sampler} (seed {settings.seed}), grids {', '.join(grids)}; "
+                f"storage {redact(url)}")
+    aborted, confirmed = None, None
+    with open_session(inp, run_dir, plan.pins, len(plan.gpus), sweep_id=sweep_id, pool=True) as session:
+        session.store.open_sweep(sweep_id, {"config": inp.config, "conf_file": str(inp.conf_file), "study": settings.study_name})
+        evaluator = ProbeEvaluator(session, inp.grids, objectives)
+        measure_baseline(study, evaluator, settings, grids, events)
+        try:
+            stats = run_search(study, space, objectives, evaluator, settings, listener=events.trial)
+            events.line(f"stopped: {stats.stop_reason}; this worker probed {stats.probed}, reused {stats.cached}, "
+                        f"skipped {stats.forbidden} forbidden samples, recovered {len(stats.recovered)} stale trials")
+        except SearchAborted as exc:
+            aborted = exc
+        if aborted is None and settings.confirm_top_k:
+            from envmatrix.app.search_confirm import confirm_winner
+
+            confirmed = confirm_winner(study, space, objectives, evaluator, settings, events.line)
+    report = build_report(study, settings.top_k, storage_hint=redact(url))
+    md = os.path.join(run_dir, "search.md")
+    with open(md, "w") as fh:
+        fh.write(render_markdown(report))
+    return SearchResult(plan, report, md, redact(url), os.path.join(run_dir, em_paths.STORE_FILE), confirmed, aborted,
+                        write_run_outputs(run_dir))
+
+
+def measure_baseline(study: Any, evaluator: Any, settings: Any, grids: list[str], events: SearchEvents) -> None:
+    """The default env (empty setup) once per study, kept in the study for the report's comparison."""
+    from envmatrix.env.atoms import Setup
+    from envmatrix.search.study import BASELINE_ATTR
+
+    if not settings.baseline or BASELINE_ATTR in study.user_attrs:
+        return
+    events.line("baseline: the default env (empty setup) on " + ", ".join(grids))
+    out = evaluator.measure("baseline", Setup("default", (), origin="baseline"))
+    study.set_user_attr(BASELINE_ATTR, {"values": out.values, "per_grid": out.attrs.get("per_grid"), "failed": out.failed,
+                                        "failure_class": out.failure_class, "root_cause": out.root_cause,
+                                        "metrics": out.attrs.get("metrics")})
