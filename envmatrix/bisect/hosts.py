@@ -30,6 +30,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Optional, Sequence
 
+from envmatrix.planning.pairs import host_pair_rounds
+
 OK, FAILING, SLOW, UNRESOLVED = "ok", "failing", "slow", "unresolved"
 VERDICTS = (OK, FAILING, SLOW, UNRESOLVED)
 _BAD = (FAILING, SLOW)
@@ -49,16 +51,7 @@ RunRound = Callable[[int, list[tuple[str, ...]]], list[Evidence]]
 def round_robin(n: int) -> list[list[tuple[int, int]]]:
     """Rounds of disjoint pairs covering every pair of 0..n-1 once (circle method): n-1 rounds, n when odd.
     The first round pairs each of the first half with one of the second half."""
-    if n < 2:
-        return []
-    players: list[Optional[int]] = list(range(n)) + ([None] if n % 2 else [])
-    m = len(players)
-    rounds = []
-    for _ in range(m - 1):
-        pairs = [(players[i], players[m - 1 - i]) for i in range(m // 2)]
-        rounds.append([tuple(sorted((a, b))) for a, b in pairs if a is not None and b is not None])
-        players = [players[0], players[-1], *players[1:-1]]
-    return rounds
+    return host_pair_rounds(n) if n >= 2 else []  # the pair test's schedule (planning/pairs.py)
 
 
 def first_round(n: int) -> list[tuple[int, ...]]:

@@ -31,7 +31,7 @@ def host_pair_rounds(hosts: int) -> list[list[Pair]]:
             a, b = seats[i], seats[n - 1 - i]
             if a is not None and b is not None:
                 pairs.append((min(a, b), max(a, b)))
-        rounds.append(sorted(pairs))
+        rounds.append(pairs)  # in seat order: the first round pairs the first half with the second half
         seats = [seats[0], seats[-1], *seats[1:-1]]  # rotate every seat but the first
     return rounds
 
