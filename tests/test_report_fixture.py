@@ -87,3 +87,12 @@ def test_junit_html_bench_and_diff_render_the_stored_cells(rendering):
     assert "allreduce" in text["bench"] and "busbw" in text["bench"] and "bad_iface" not in text["bench"]
     assert "0 pass->fail" in text["diff"] and text["diff"].endswith("verdict: no regression")
     assert " 0 (collective, size) points compared" not in text["diff"]
+
+
+def test_a_command_hands_its_stored_results_to_the_page_without_a_store_opened_again(tmp_path):
+    from envmatrix.app.report import write_html_report
+    from envmatrix.results import ProbeResult
+
+    stored = [ProbeResult.from_json(r) for r in json.loads((FIXTURE / "results.json").read_text())["results"]]
+    page = write_html_report(str(tmp_path), results=stored)  # tmp_path holds no store: only the results given
+    assert "envmatrix_no_such_if0" in Path(page).read_text() and sorted(p.name for p in tmp_path.iterdir()) == ["report.html"]

@@ -93,9 +93,10 @@ def load_search(study_path: str) -> Optional[SearchModel]:
     return SearchModel(study.study_name, o.name, o.direction, names, trials, imp, summary)
 
 
-def load_run(run_dir: str) -> RunData:
-    """Everything report.html shows of ``run_dir``; ConfigError (exit 2) when it holds nothing to show."""
-    data = RunData(run_dir, load_results(run_dir))
+def load_run(run_dir: str, results: Optional[list[ProbeResult]] = None) -> RunData:
+    """Everything report.html shows of ``run_dir``; ConfigError (exit 2) when it holds nothing to show.
+    ``results``: its store's newest attempts, when the command already read them (the store is not opened again)."""
+    data = RunData(run_dir, load_results(run_dir) if results is None else list(results))
     data.bisects = load_bisects(run_dir)
     data.search = load_search(os.path.abspath(os.path.join(run_dir, "study.sqlite")))
     if not (data.results or data.bisects or data.search):
@@ -117,11 +118,13 @@ def load_baseline(run_dir: str, tolerance: Any) -> tuple[Expectation, ...]:
     return found
 
 
-def write_html_report(run_dir: str, path: Optional[str] = None, title: Optional[str] = None) -> str:
-    """Render the run directory and replace ``path`` (default RUN_DIR/report.html) atomically."""
+def write_html_report(run_dir: str, path: Optional[str] = None, title: Optional[str] = None,
+                      results: Optional[list[ProbeResult]] = None) -> str:
+    """Render the run directory and replace ``path`` (default RUN_DIR/report.html) atomically; ``results`` as in
+    :func:`load_run`."""
     from envmatrix.reporting.html import REPORT_NAME, render_html
 
-    html = render_html(load_run(run_dir), title)
+    html = render_html(load_run(run_dir, results), title)
     path = path or os.path.join(run_dir, REPORT_NAME)
     tmp = f"{path}.tmp"
     with open(tmp, "w") as fh:
