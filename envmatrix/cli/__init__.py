@@ -27,7 +27,8 @@ EXIT_CODES = """exit codes (the same for sweep, bench, bisect, search, diff):
 """
 
 # The registry: one module per command, in the order `envmatrix --help` lists them.
-COMMANDS = ("sweep", "bench", "bisect", "search", "export", "submit", "report", "diff", "configs")
+COMMANDS = ("sweep", "bench", "bisect", "search", "export", "submit", "report", "diff", "configs", "network",
+            "cluster")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -60,6 +61,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args.command_line = shlex.join(["envmatrix", *words])
     previous = _on_sigint(_first_interrupt)
     try:
+        if args.command != "network":  # `network reset` lists what it removes itself
+            _remove_network_leftovers()
         return args.func(args)
     except EnvmatrixError as exc:
         if args.debug:
@@ -73,6 +76,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return EXIT_INTERRUPTED
     finally:
         _on_sigint(previous)
+
+
+def _remove_network_leftovers() -> None:
+    # Qdiscs a killed run left installed go before anything else runs (one line says what went).
+    from envmatrix.app.network import remove_leftovers
+
+    remove_leftovers(lambda line: print(line, file=sys.stderr))
 
 
 def _first_interrupt(signum, frame):

@@ -350,3 +350,13 @@ def fork_call_in_group(call: Callable[[], int], env: Mapping[str, str], log_path
     except OSError:
         pass
     return child
+
+
+def exec_replace(argv: Sequence[str]) -> None:
+    """Replace this process with argv (PATH searched); for an entry point that has prepared the process first
+    (``envmatrix.execution.netns_enter``: namespaces, hostname). Returns only by raising OSError."""
+    if isinstance(argv, str):
+        raise TypeError("argv must be a sequence, never a shell string")
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execvp(argv[0], list(argv))
