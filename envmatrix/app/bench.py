@@ -86,8 +86,9 @@ def bench(request: BenchRequest, listener: Any = None,
             on_run(run)
             runs.append(run)
             code = max(code, run.exit_code)
+        stored = store.latest()
     backends_report = write_backends([r.result for r in runs], run_dir) if len(runs) > 1 else None
-    return BenchResult(runs, backends_report, write_run_outputs(run_dir), code)
+    return BenchResult(runs, backends_report, write_run_outputs(run_dir, stored=stored), code)
 
 
 def write_bench(result: ProbeResult, run_dir: str) -> BenchRun:

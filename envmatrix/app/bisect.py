@@ -172,11 +172,12 @@ def bisect_envs(request: BisectRequest, given: BisectInput, events: BisectEvents
                 json.dump(report.to_json(), fh, indent=1)
             events.report(markdown, path)
         ids = {f"bisect-{name}-{grid.label}" for name, grid, _ in targets}
-        probed = [r for r in store.latest() if r.sweep_id in ids]
+        stored = store.latest()
+        probed = [r for r in stored if r.sweep_id in ids]
     if request.json:
         with open(request.json, "w") as fh:
             json.dump([r.to_json() for r in reports], fh, indent=1)
-    outputs = write_run_outputs(run_dir, request.junit, "envmatrix.bisect", probed)
+    outputs = write_run_outputs(run_dir, request.junit, "envmatrix.bisect", probed, stored)
     return EnvBisectResult(reports, outputs, env_exit_code(reports))
 
 

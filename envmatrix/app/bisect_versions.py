@@ -56,7 +56,8 @@ def bisect_versions(request: Any, given: Any, events: Any) -> VersionBisectResul
             return "skip" if result.outcome in ("unresolved", "launch_error") else "bad"
 
         verdict = bisect_builds(versions, test)
+        stored = session.store.latest()
     if request.json:
         with open(request.json, "w") as fh:
             json.dump(verdict.to_json(), fh, indent=1)
-    return VersionBisectResult(verdict, write_run_outputs(run_dir), verdict.exit_code)
+    return VersionBisectResult(verdict, write_run_outputs(run_dir, stored=stored), verdict.exit_code)

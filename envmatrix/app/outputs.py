@@ -15,8 +15,11 @@ class RunOutputs:
 
 
 def write_run_outputs(run_dir: str, junit_path: Optional[str] = None, suite: str = "envmatrix",
-                      results: Iterable = ()) -> RunOutputs:
-    """A broken page must not fail the measurement it follows (it is already stored): a report error is
+                      results: Iterable = (), stored: Optional[list] = None) -> RunOutputs:
+    """``results``: the JUnit testcases; ``stored``: every result of the run directory's store, read by the
+    command from the store it opened (the page is drawn from them instead of opening it again).
+
+    A broken page must not fail the measurement it follows (it is already stored): a report error is
     returned, not raised."""
     junit = None
     if junit_path:
@@ -26,6 +29,6 @@ def write_run_outputs(run_dir: str, junit_path: Optional[str] = None, suite: str
     from envmatrix.app.report import write_html_report
 
     try:
-        return RunOutputs(run_dir, junit, html=write_html_report(run_dir))
+        return RunOutputs(run_dir, junit, html=write_html_report(run_dir, results=stored))
     except Exception as exc:
         return RunOutputs(run_dir, junit, html_error=f"{type(exc).__name__}: {exc}")

@@ -122,12 +122,13 @@ def search(request: SearchRequest, events: SearchEvents = SearchEvents()) -> Sea
             from envmatrix.app.search_confirm import confirm_winner
 
             confirmed = confirm_winner(study, space, objectives, evaluator, settings, events.line)
+        stored = session.store.latest()
     report = build_report(study, settings.top_k, storage_hint=redact(url))
     md = os.path.join(run_dir, "search.md")
     with open(md, "w") as fh:
         fh.write(render_markdown(report))
     return SearchResult(plan, report, md, redact(url), os.path.join(run_dir, em_paths.STORE_FILE), confirmed, aborted,
-                        write_run_outputs(run_dir))
+                        write_run_outputs(run_dir, stored=stored))
 
 
 def measure_baseline(study: Any, evaluator: Any, settings: Any, grids: list[str], events: SearchEvents) -> None:

@@ -123,10 +123,11 @@ def _sweep(request: SweepRequest, listener: Optional[Listener], warn: Callable[[
                       pool=pool if pool is not None else request.pool, jobs=jobs) as session:
         preload_renderer()  # the report's imports overlap the runs instead of following them
         _, results = run_sweep(inp, session, runs, rerun=request.rerun, listener=listener)
+        stored = session.store.latest()
     matrix = build_matrix(runs, results, [g.label for g in inp.grids])
     title = f"envmatrix sweep {inp.name} ({inp.backend}, probe {inp.probe.name})"
     reports = write_reports(run_dir, matrix, results, title)
-    outputs = write_run_outputs(run_dir, request.junit, f"envmatrix.sweep.{inp.name}", results)
+    outputs = write_run_outputs(run_dir, request.junit, f"envmatrix.sweep.{inp.name}", results, stored)
     return SweepResult(inp, runs, results, matrix, title, reports, outputs, sweep_exit_code(results))
 
 
