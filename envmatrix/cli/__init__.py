@@ -1,6 +1,8 @@
 """The command line: ``envmatrix COMMAND [flags] [hydra overrides]``; ``main`` and the command registry.
 
-Each command is one module of this package with ``add_parser(sub)`` (its flags, ``set_defaults(func=...)``).
+Each command is one module of this package with ``add_parser(sub)`` (its flags, ``set_defaults(func=...)``):
+``func`` turns the parsed flags into the command's request, calls its lifecycle in ``envmatrix.app.<command>``
+and renders the result (console lines, exit code); no command module imports the engine or the store.
 Errors are one line, with the exit codes below; ``--debug`` shows the traceback. Nothing outside this
 package imports it.
 """
