@@ -207,6 +207,25 @@ def test_network_reset_leaves_a_live_runs_shaping_unless_forced(pair, state_dir,
         proc.wait()
 
 
+def test_unrecorded_handles_are_found_and_removed_without_a_state_file(pair, state_dir):
+    # Only this test's namespaces are scanned: a parallel test's shaping (its state elsewhere) is not ours to remove.
+    link = pair.host_link("node0")
+    proc = start_shaper(link, "rate=50mbit,ingress=true")
+    try:
+        proc.kill()
+        proc.wait()
+        shutil.rmtree(state_dir / "network")  # as if /run had been cleared
+        mine = [pair.ns(h) for h in pair.hosts]
+        assert sorted(kind for _, kind in shaping.installed_anywhere(mine)) == ["htb", "ifb"]
+        removed = shaping.remove_unrecorded(netns_names=mine)
+        assert f"htb on eth0 (namespace {link.netns}) (unrecorded: what was there before is unknown)" in removed
+        assert any(r.startswith("ingress redirect on link 2") for r in removed)
+        assert ours(link) == []
+    finally:
+        proc.kill()
+        proc.wait()
+
+
 # -- safety, before anything is installed
 
 

@@ -10,7 +10,8 @@ from envmatrix.errors import PlanError
 
 @dataclass(frozen=True)
 class NetworkResetRequest:
-    force: bool = False  # also what live runs installed and unrecorded envmatrix handles (live runs lose their condition)
+    force: bool = False  # also what live runs installed (they lose their condition mid-run)
+    unrecorded: bool = False  # also envmatrix's handles no state file accounts for (a lost /run, another state dir)
 
 
 @dataclass(frozen=True)
@@ -51,7 +52,7 @@ def reset(request: NetworkResetRequest) -> NetworkResetOutcome:
     removed = state.reap_stale(include_live=request.force)
     skip = [shaping.Link(e["netns"], e["ifname"]) for e, _ in live] + \
            [shaping.Link(e["netns"], e["ifb"]) for e, _ in live if e.get("ifb")]
-    if request.force:  # unrecorded handles may be a live run's whose state lives elsewhere (ENVMATRIX_STATE_DIR)
+    if request.unrecorded:  # they may be a live run's whose state lives elsewhere (ENVMATRIX_STATE_DIR): asked for only
         removed += shaping.remove_unrecorded(skip)
     return NetworkResetOutcome(removed, [str(shaping.Link(e["netns"], e["ifname"])) for e, _ in live])
 

@@ -16,8 +16,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "Network conditions (the network: axis) are installed as qdiscs for the length of a run and "
         "removed at its end, on Ctrl-C, and by the next command after a kill -9. 'show' lists what is installed "
         "now and what the kernel can do; 'reset' removes what killed runs left (--force: live runs' too) and "
-        "lists what it removed.",
-        "examples:\n  envmatrix network show\n  envmatrix network reset\n  envmatrix network reset --force",
+        "lists what it removed (--unrecorded: also envmatrix handles no record accounts for).",
+        "examples:\n  envmatrix network show\n  envmatrix network reset\n  envmatrix network reset --force --unrecorded",
     )
     actions = p.add_subparsers(dest="network_action", metavar="ACTION")
     actions.required = True
@@ -25,7 +25,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     show.add_argument("--json", action="store_true", help="print it as JSON")
     show.set_defaults(func=cmd_show)
     reset = actions.add_parser("reset", help="remove what killed runs left installed, listing each item")
-    reset.add_argument("--force", action="store_true", help="also remove what live runs installed, and envmatrix handles no record accounts for")
+    reset.add_argument("--force", action="store_true", help="also remove what live runs installed")
+    reset.add_argument("--unrecorded", action="store_true", help="also remove envmatrix's qdiscs and ifbs that no "
+                       "state file accounts for, in every namespace (e.g. after /run was cleared)")
     reset.set_defaults(func=cmd_reset)
 
 
@@ -60,5 +62,5 @@ def cmd_show(args: argparse.Namespace) -> int:
         for line in item.tree.splitlines():
             print(f"  {line}")
     for item in view.unrecorded:
-        print(f"unrecorded: {item} (envmatrix network reset --force removes it)")
+        print(f"unrecorded: {item} (envmatrix network reset --unrecorded removes it)")
     return EXIT_OK

@@ -376,10 +376,11 @@ def shaped(links: Iterable[LinkLike], condition: Condition, allow_default_route:
             raise netlink.NetlinkFailed(f"network condition {condition.name}: undo incomplete: {'; '.join(failures)}")
 
 
-def installed_anywhere() -> list[tuple[Link, str]]:
-    """Every link (this namespace and each named one) carrying envmatrix's root handle or ifb, recorded or not."""
+def installed_anywhere(netns_names: Optional[Iterable[Optional[str]]] = None) -> list[tuple[Link, str]]:
+    """Every link (this namespace and each named one, or those of ``netns_names``) carrying envmatrix's root
+    handle or ifb, recorded or not."""
     found = []
-    for netns in [None, *netlink.namespaces()]:
+    for netns in [None, *netlink.namespaces()] if netns_names is None else netns_names:
         try:
             with netlink.route(netns) as ipr:
                 for link in ipr.get_links():
@@ -395,11 +396,11 @@ def installed_anywhere() -> list[tuple[Link, str]]:
     return found
 
 
-def remove_unrecorded(skip: Iterable[Link] = ()) -> list[str]:
+def remove_unrecorded(skip: Iterable[Link] = (), netns_names: Optional[Iterable[Optional[str]]] = None) -> list[str]:
     """Remove envmatrix's qdiscs and ifbs that no state entry accounts for (the state file was lost)."""
     skip = set(skip)
     removed = []
-    for link, kind in installed_anywhere():
+    for link, kind in installed_anywhere(netns_names):
         if link in skip:
             continue
         with netlink.route(link.netns) as ipr:
