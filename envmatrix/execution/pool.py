@@ -73,6 +73,10 @@ class PooledChild:
     def poll(self) -> Optional[int]:
         return self._take(0)
 
+    def exit_fd(self) -> int:
+        """Readable when the server reports this child's exit (processes.wait_for_an_exit selects on it)."""
+        return self.server.proc.stdout.fileno()  # type: ignore[union-attr]
+
     def wait(self, timeout: Optional[float] = None) -> int:
         rc = self._take(timeout)
         if rc is None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -197,6 +198,30 @@ def _deliver_sigint(handler: Any) -> None:
         os.kill(os.getpid(), signal.SIGINT)
 
 
+def exit_fd(proc: Any, opened: dict[int, int]) -> Optional[int]:
+    """A descriptor that turns readable when ``proc`` ends: its own ``exit_fd()`` (a warm pool's child: the server's
+    pipe, which carries the exit status), else a pidfd (Linux >= 5.3, opened once into ``opened``); None: poll only."""
+    own = getattr(proc, "exit_fd", None)
+    if own is not None:
+        return own()
+    if proc.pid not in opened:
+        try:
+            opened[proc.pid] = os.pidfd_open(proc.pid)
+        except (AttributeError, OSError):  # no pidfd here, or the process is gone already (poll tells)
+            opened[proc.pid] = -1
+    return opened[proc.pid] if opened[proc.pid] >= 0 else None
+
+
+def wait_for_an_exit(procs: Sequence[Any], timeout_s: float, opened: dict[int, int]) -> None:
+    """Sleep until one of ``procs`` ends or ``timeout_s`` passes: a run's verdict is read the moment its ranks
+    exit instead of at the next poll tick (~25 ms a run at a 50 ms tick, the warm pool's runs take ~60 ms)."""
+    fds = [exit_fd(p, opened) for p in procs]
+    if not fds or any(fd is None for fd in fds):
+        time.sleep(timeout_s)
+        return
+    select.select(fds, [], [], max(0.0, timeout_s))
+
+
 def run_group(
     specs: Sequence[ProcessSpec],
     timeout_s: float,
@@ -217,6 +242,7 @@ def run_group(
     procs: list[Any] = []
     outcomes: list[Optional[ProcessOutcome]] = []
     log_files = []
+    pidfds: dict[int, int] = {}
     try:
         for spec in specs:
             if isinstance(spec.argv, str):
@@ -269,7 +295,8 @@ def run_group(
                             specs[i].label, proc.pid, rc if rc >= 0 else None, _signal_name(rc), reason, time.time()
                         )
                 break
-            time.sleep(poll_s)
+            running = [p for i, p in enumerate(procs) if outcomes[i] is None and p is not None]
+            wait_for_an_exit(running, min(poll_s, deadline - now, (peer_deadline or deadline) - now), pidfds)
         return [o for o in outcomes if o is not None]
     finally:
         # Also the Ctrl-C path: kill every group first, then reap, so a sweep stops in one pass. Only
@@ -281,6 +308,9 @@ def run_group(
             proc.wait()
         for log in log_files:
             log.close()
+        for fd in pidfds.values():
+            if fd >= 0:
+                os.close(fd)
 
 
 def fork_exec_in_group(argv: Sequence[str], env: Mapping[str, str], log_fd: int, on_error: str,

@@ -25,14 +25,17 @@ def _env():
     )
 
 
-def preload_renderer() -> None:
-    """Import matplotlib and jinja2 on a daemon thread (about 2 s of imports), so that the report
-    written after a sweep does not start with them; the runs leave the driver waiting on pipes."""
+def preload_renderer(with_figures: bool = False) -> None:
+    """Import jinja2 (and matplotlib when ``with_figures``: bench curves, search plots; about 2 s of imports) on a
+    daemon thread, so that the report written after a sweep does not start with them; the runs leave the driver
+    waiting on pipes. A pass/fail sweep's report draws only the matrix (plain SVG): importing matplotlib then
+    would only take CPU from the runs (benchmarks/throughput.md)."""
     import threading
 
     def load() -> None:
         try:
-            plots._pyplot()
+            if with_figures:
+                plots._pyplot()
             _env()
         except Exception:  # noqa: BLE001 - the report itself says what went wrong, later
             pass

@@ -57,10 +57,9 @@ def matrix_heatmap(model: MatrixModel) -> str:
     """Grids x setups (seed 003's layout); each cell: outcome, transport, and the start of the root-cause line.
 
     Many setups on few grids (a search store) would make a strip too thin to read, so then setups become rows.
+    Plain SVG, no matplotlib: the one figure every sweep's report draws, so a sweep without bench rows never
+    imports matplotlib (~1-2 s of CPU on the shared 2-core box, benchmarks/throughput.md).
     """
-    plt = _pyplot()
-    from matplotlib.colors import to_rgb
-
     transpose = len(model.setups) > 12 and len(model.setups) > len(model.grids)
     rows = [f"({s})" for s in model.setups] if transpose else list(model.grids)
     cols = list(model.grids) if transpose else [f"({s})" for s in model.setups]
@@ -68,32 +67,47 @@ def matrix_heatmap(model: MatrixModel) -> str:
     def cell_at(i: int, j: int):
         return model.cells.get((model.grids[j], model.setups[i]) if transpose else (model.grids[i], model.setups[j]))
 
-    nrows, ncols = len(rows), len(cols)
-    fig, ax = plt.subplots(figsize=(max(4.0, 1.35 * ncols + 1.2), max(1.6, (0.55 if transpose else 0.95) * nrows + 0.8)))
-    image = [[to_rgb(NOT_RUN) for _ in cols] for _ in rows]
-    for i in range(nrows):
-        for j in range(ncols):
+    cell_w, cell_h = 118, (48 if transpose else 74)
+    left = 14 + 7 * max((len(r) for r in rows), default=4) + 22  # row labels, then the axis title
+    top, bottom = 8, 52
+    width, height = left + cell_w * len(cols) + 8, top + cell_h * len(rows) + bottom
+    grid_label, setup_label = "grid (nodes x ranks per node)", "setup"
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
+           'font-family="DejaVu Sans, sans-serif" font-size="9">']
+    for i, row in enumerate(rows):
+        y = top + i * cell_h
+        out.append(f'<text x="{left - 6}" y="{y + cell_h / 2 + 3}" text-anchor="end">{_xml(row)}</text>')
+        for j in range(len(cols)):
+            x = left + j * cell_w
             cell = cell_at(i, j)
-            if cell is not None:
-                image[i][j] = to_rgb(outcome_color(cell.outcome))
+            fill = NOT_RUN if cell is None else outcome_color(cell.outcome)
+            ink = "black" if cell is None or cell.outcome == "slow" else "white"
+            out.append(f'<rect x="{x}" y="{y}" width="{cell_w - 2}" height="{cell_h - 2}" fill="{fill}"/>')
             lines = ["not run"] if cell is None else [cell.outcome]
             if cell is not None and cell.transport:
                 lines.append(cell.transport)
             if cell is not None and cell.line:
                 lines += textwrap.wrap(cell.line, 20)[: 1 if transpose else 2]
-            ax.text(j, i, "\n".join(lines), ha="center", va="center", fontsize=6.5,
-                    color="black" if cell is None or cell.outcome == "slow" else "white")
-    ax.imshow(image, aspect="auto")
-    ax.set_xticks(range(ncols), cols, rotation=0 if transpose else 20, ha="center" if transpose else "right")
-    ax.set_yticks(range(nrows), rows)
-    ax.set_xticks([x - 0.5 for x in range(1, ncols)], minor=True)
-    ax.set_yticks([y - 0.5 for y in range(1, nrows)], minor=True)
-    ax.grid(which="minor", color="white", linewidth=2)
-    ax.tick_params(which="minor", length=0)
-    grid_label, setup_label = "grid (nodes x ranks per node)", "setup"
-    ax.set_xlabel(grid_label if transpose else setup_label)
-    ax.set_ylabel(setup_label if transpose else grid_label)
-    return _svg(fig)
+            first = y + (cell_h - 2) / 2 - (len(lines) - 1) * 5.5 + 3
+            for k, line in enumerate(lines):
+                out.append(f'<text x="{x + (cell_w - 2) / 2}" y="{first + 11 * k:.1f}" text-anchor="middle" '
+                           f'font-size="7" fill="{ink}">{_xml(line)}</text>')
+    for j, col in enumerate(cols):
+        out.append(f'<text x="{left + j * cell_w + (cell_w - 2) / 2}" y="{top + len(rows) * cell_h + 14}" '
+                   f'text-anchor="middle">{_xml(col)}</text>')
+    out.append(f'<text x="{left + len(cols) * cell_w / 2}" y="{height - 10}" text-anchor="middle">'
+               f'{grid_label if transpose else setup_label}</text>')
+    mid = top + len(rows) * cell_h / 2
+    out.append(f'<text x="12" y="{mid}" text-anchor="middle" transform="rotate(-90 12 {mid})">'
+               f'{setup_label if transpose else grid_label}</text>')
+    out.append("</svg>")
+    return "\n".join(out)
+
+
+def _xml(text: str) -> str:
+    from xml.sax.saxutils import escape
+
+    return escape(str(text))
 
 
 def _size_label(n: float) -> str:
