@@ -27,6 +27,8 @@ SEARCH_DEFAULTS: dict[str, Any] = {
     "fixed": None,
     "forbid": None,
     "objective": None,
+    # busbw of ranks sharing a GPU (emulated hosts) says nothing about a setup: objectives refuse it unless true
+    "allow_shared_gpu_figures": False,
 }
 
 

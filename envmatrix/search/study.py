@@ -63,6 +63,7 @@ class SearchSettings:
     confirm_top_k: int = 3
     confirm_repeats: int = 3
     confirm_max_repeats: int = 6
+    allow_shared_gpu_figures: bool = False  # objectives may read the busbw of ranks that shared a GPU
 
 
 def parse_settings(search: Mapping[str, Any], where: str, default_name: str, default_seed: int) -> SearchSettings:
@@ -81,6 +82,8 @@ def parse_settings(search: Mapping[str, Any], where: str, default_name: str, def
     sampler = str(s["sampler"]).lower()
     _SAMPLERS.get(sampler, f"{where}.sampler")  # refuse an unknown sampler while parsing the config
     rate = number("max_failure_rate", float, 0.0)
+    if not isinstance(s["allow_shared_gpu_figures"], bool):
+        raise ConfigError(f"{where}.allow_shared_gpu_figures: {s['allow_shared_gpu_figures']!r} not allowed; allowed: true, false")
     if rate > 1:
         raise ConfigError(f"{where}.max_failure_rate: {rate!r} not allowed; allowed: a fraction in [0, 1]")
     return SearchSettings(
@@ -98,6 +101,7 @@ def parse_settings(search: Mapping[str, Any], where: str, default_name: str, def
         confirm_top_k=number("confirm_top_k", int, 0),
         confirm_repeats=number("confirm_repeats", int, 1),
         confirm_max_repeats=max(number("confirm_max_repeats", int, 1), number("confirm_repeats", int, 1)),
+        allow_shared_gpu_figures=s["allow_shared_gpu_figures"],
     )
 
 
