@@ -269,12 +269,14 @@ class LauncherContract:
         assert result.outcome == "pass", (result.root_cause, [r.log_tail for r in result.ranks])
         assert_no_processes(live_env["ENVMATRIX_TEST_MARKER"])
 
+    @pytest.mark.slow  # waits out a 3 s timeout
     def test_timeout_kills_every_rank(self, tmp_path: Path, live_env: dict) -> None:
         code = "import subprocess, time; subprocess.Popen(['sleep', '300']); time.sleep(300)"
         result = self.run_command(tmp_path, live_env, Grid(1, 2), code, Setup("hang"), timeout_s=3)
         assert result.outcome == "timeout" and result.duration_s < 3 + 6
         assert_no_processes(live_env["ENVMATRIX_TEST_MARKER"], wait_s=8)
 
+    @pytest.mark.slow  # three real runs
     def test_exit_code_mapping(self, tmp_path: Path, live_env: dict) -> None:
         skip = self.run_command(tmp_path / "a", live_env, Grid(1, 2), "import sys; sys.exit(125)", Setup("skip"))
         assert skip.outcome == ("unresolved" if self.keeps_exit_codes else "exit_error"), skip.root_cause

@@ -122,6 +122,7 @@ def test_the_flag_the_refusal_names_is_accepted_by_every_command_that_refuses(co
     assert build_parser().parse_args([command, *source, "--allow-ignored-vars"]).allow_ignored_vars
 
 
+@pytest.mark.slow
 def test_gloo_bisect_of_nccl_only_variables_is_refused_unless_allowed(cli, tmp_path):
     env_file = tmp_path / "site.env"
     env_file.write_text("export NCCL_ALGO=Ring\n")

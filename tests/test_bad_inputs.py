@@ -174,7 +174,8 @@ def _fill(arg: str, tmp: Path, out: Path) -> str:
 
 # The module fixture runs every case (about 90 CLI starts, two at a time) inside the first test's timeout: about
 # 2 minutes on an idle 2-core machine, over 5 under heavy load. The limit scales with that, not with one case.
-pytestmark = pytest.mark.timeout(1800)
+# One xdist worker runs the module, so the corpus runs once (the fixture is per worker); slow: over a minute.
+pytestmark = [pytest.mark.timeout(1800), pytest.mark.slow, pytest.mark.xdist_group("bad_inputs")]
 
 def _snapshot(root: Path) -> dict[str, bytes]:
     return {str(p.relative_to(root)): (p.read_bytes() if p.is_file() else b"<dir>") for p in sorted(root.rglob("*"))}

@@ -48,6 +48,7 @@ def test_missing_conf_file(cli, tmp_path):
     assert "conf=aws_of" in line and "did you mean aws_ofi" in line
 
 
+@pytest.mark.slow
 def test_bad_overrides(cli, tmp_path):
     conf = write_conf(tmp_path / "ok.yaml", GOOD)
     assert "grids=[1x2,2x2]" in _bad(cli, tmp_path, f"conf={conf}", "grids=1x2,2x2")
@@ -68,6 +69,7 @@ def test_setup_cannot_override_safety_pin(cli, tmp_path):
     assert "safety pin" in line and "NCCL_NVLS_ENABLE=0" in line
 
 
+@pytest.mark.slow
 def test_allow_unknown_vars_lets_site_variables_through(cli, tmp_path):
     conf = write_conf(tmp_path / "site.yaml", GOOD.replace("NCCL_ALGO: Ring", "MYSITE_FABRIC: slingshot"))
     _bad(cli, tmp_path, f"conf={conf}")

@@ -9,6 +9,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from envmatrix.execution.hang import StackRequest, parse_stacks, where_stuck
 
 PROBE = """
@@ -43,6 +45,7 @@ def _start(tmp_path, rank, result_dir, launcher):
     return proc
 
 
+@pytest.mark.slow
 def test_a_rank_behind_a_deaf_launcher_is_asked_directly(tmp_path):
     launcher = _start(tmp_path, 0, tmp_path, launcher=True)
     other_run = _start(tmp_path, 1, tmp_path / "another_run", launcher=False)  # same files, another run's env

@@ -67,6 +67,7 @@ probe: {timeout_s: 90, collectives: [allreduce]}
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("slurm")  # one real Slurm (slurmctld, slurmd, munged) on this host at a time
 def test_cli_sweep_with_real_slurm(slurm, cli, tmp_path):
     conf = write_conf(tmp_path / "s.yaml", SRUN_CONF)
     cli.env.update(SLURM_CONF=slurm["SLURM_CONF"])

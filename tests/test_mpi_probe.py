@@ -61,6 +61,7 @@ def _sweep(cli, tmp_path, launcher, grids="[1x2, 2x1]"):
 
 
 @needs_mpi
+@pytest.mark.slow
 def test_mpi_layer_passes_under_real_mpirun(cli, tmp_path):
     results = _sweep(cli, tmp_path, "mpirun", "[1x2, 2x1, 2x2]")
     assert [r["outcome"] for r in results] == ["pass"] * 3

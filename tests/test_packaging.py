@@ -23,6 +23,8 @@ from envmatrix.errors import ConfigError, require
 
 REPO = Path(__file__).resolve().parents[1]
 BUNDLED = {"conf": "*.yaml", "search_spaces": "*.yaml", "launchers": "*.tmpl"}
+# One xdist worker builds the wheel and its venv once (module fixtures are per worker).
+pytestmark = pytest.mark.xdist_group("packaging")
 
 
 def _clean_env() -> dict[str, str]:
@@ -44,6 +46,7 @@ def wheel(tmp_path_factory) -> Path:
     return whl
 
 
+@pytest.mark.slow
 def test_wheel_contains_every_config_catalog_and_template_byte_for_byte(wheel):
     with zipfile.ZipFile(wheel) as zf:
         names = set(zf.namelist())
@@ -79,6 +82,7 @@ def _run(installed, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([str(exe), *args], cwd=cwd, capture_output=True, text=True, timeout=300, env=_clean_env())
 
 
+@pytest.mark.slow
 def test_installed_configs_lists_bundled_configs_with_paths_in_the_install(installed):
     proc = _run(installed, "configs", "--json")
     assert proc.returncode == 0, proc.stderr
@@ -88,6 +92,7 @@ def test_installed_configs_lists_bundled_configs_with_paths_in_the_install(insta
     assert all("_bundled/conf" in r["path"] and Path(r["path"]).is_file() for r in rows.values())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("argv, expect", [
     (["sweep", "--dry-run"], "_bundled/conf/default.yaml"),
     (["sweep", "conf=aws_ofi", "--dry-run"], "_bundled/conf/aws_ofi.yaml"),
@@ -101,6 +106,7 @@ def test_installed_dry_runs_from_any_cwd(installed, argv, expect):
     assert not list(installed[1].iterdir()), "a dry run wrote into the cwd"
 
 
+@pytest.mark.slow
 def test_installed_user_config_with_defaults_list_outside_the_repo(installed, tmp_path):
     user = tmp_path / "site"
     user.mkdir()
@@ -156,6 +162,7 @@ def _no_extras(tmp_path, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-c", _NO_EXTRAS, *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow
 def test_without_extras_help_and_dry_runs_work_and_search_names_its_extra(tmp_path):
     commands = [ln.split()[0] for ln in _no_extras(tmp_path, "--help").stdout.splitlines() if ln.startswith("    ") and ln.split()]
     assert {"sweep", "bench", "bisect", "search", "export", "configs"} <= set(commands)

@@ -5,6 +5,8 @@ import sys
 import time
 import uuid
 
+import pytest
+
 from envmatrix.boundary import ProcessSpec
 from envmatrix.execution.processes import fork_call_in_group, run_capture, run_group
 
@@ -32,6 +34,7 @@ def test_crash_reports_signal(tmp_path):
     assert out.signal == "SIGSEGV" and out.exit_code is None and out.killed_by is None
 
 
+@pytest.mark.slow
 def test_hang_is_killed_at_timeout_with_grandchildren(tmp_path):
     marker = uuid.uuid4().hex
     code = "import subprocess, time; subprocess.Popen(['sleep', '600']); time.sleep(600)"

@@ -13,7 +13,7 @@ from conftest import REPO, Cli, write_conf
 from report_helpers import load_page, screenshot
 from search_helpers import fake_conf
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("report_html")]  # one worker: one full_run (the fixture is per worker)
 
 SWEEP_CONF = """
 name: report_demo

@@ -8,6 +8,8 @@ import sqlite3
 import sys
 import time
 
+import pytest
+
 from conftest import assert_no_processes, write_conf
 
 
@@ -30,6 +32,7 @@ def _per_key(db_path):
         return dict(db.execute("SELECT run_key, COUNT(*) FROM results GROUP BY run_key").fetchall())
 
 
+@pytest.mark.slow
 def test_two_concurrent_sweeps_on_one_out_store_each_run_once(cli, tmp_path):
     conf, out = _conf(tmp_path), tmp_path / "o"
     args = ("sweep", f"conf={conf}", "--out", str(out), "--allow-unknown-vars")
@@ -55,6 +58,7 @@ def test_two_concurrent_sweeps_on_one_out_store_each_run_once(cli, tmp_path):
     assert_no_processes(cli.marker)
 
 
+@pytest.mark.slow
 def test_second_sweep_started_mid_run_is_refused_without_touching_the_store(cli, tmp_path):
     conf, out = _conf(tmp_path), tmp_path / "o"
     args = ("sweep", f"conf={conf}", "--out", str(out), "--allow-unknown-vars")

@@ -49,6 +49,7 @@ def _wait_for_slow_ranks(out: Path, marker: str, deadline_s: float = 120) -> Non
     raise AssertionError("the slow run's ranks never started")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("launcher", ["local", "mpirun", "torchrun"])
 def test_ctrl_c_stops_ranks_fast_exits_130_and_resume_completes(cli, tmp_path, launcher):
     if launcher == "mpirun" and shutil.which("mpirun") is None:
