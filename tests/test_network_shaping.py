@@ -20,7 +20,7 @@ from envmatrix import cluster as emulated
 from envmatrix.boundary import ProcessSpec
 from envmatrix.errors import PlanError
 from envmatrix.execution import processes
-from envmatrix.network import netlink, shaping, state
+from envmatrix.network import netlink, qdiscs, shaping, state, tctree, unrecorded
 from envmatrix.network.conditions import parse_condition
 
 REASON = emulated.unavailable_reason()
@@ -49,10 +49,10 @@ def ours(link) -> list[str]:
     """envmatrix's qdiscs (its handles) on the link and the ifbs beside it."""
     with netlink.route(link.netns) as ipr:
         index = netlink.ifindex(ipr, link.netns, link.ifname)
-        found = [f"{i.kind} {netlink.fmt_handle(i.handle)}" for i in netlink.tc_tree(ipr, index)
-                 if i.what == "qdisc" and i.handle in (shaping.ROOT_HANDLE, shaping.NETEM_HANDLE, 0xFFFF0000)]
+        found = [f"{i.kind} {tctree.fmt_handle(i.handle)}" for i in tctree.tc_tree(ipr, index)
+                 if i.what == "qdisc" and i.handle in (qdiscs.ROOT_HANDLE, qdiscs.NETEM_HANDLE, qdiscs.INGRESS_HANDLE)]
         found += [link.get_attr("IFLA_IFNAME") for link in ipr.get_links()
-                  if link.get_attr("IFLA_IFNAME").startswith(shaping.IFB_PREFIX)]
+                  if link.get_attr("IFLA_IFNAME").startswith(qdiscs.IFB_PREFIX)]
     return found
 
 
@@ -122,7 +122,7 @@ def test_an_exception_in_the_block_still_removes_everything(pair, state_dir):
     ingress = parse_condition("ri", "rate=100mbit,ingress=true", "test")
     with pytest.raises(RuntimeError, match="boom"):
         with shaping.shaped([link, shaping.Link(None, pair.veth("node0"))], ingress):
-            assert sorted(ours(link)) == sorted(["htb e1a0:", "ingress ffff:", f"{shaping.IFB_PREFIX}2"])
+            assert sorted(ours(link)) == sorted(["htb e1a0:", "ingress ffff:", f"{qdiscs.IFB_PREFIX}2"])
             raise RuntimeError("boom")
     assert ours(link) == [] and ours(shaping.Link(None, pair.veth("node0"))) == [] and state_files(state_dir) == []
 
@@ -216,8 +216,8 @@ def test_unrecorded_handles_are_found_and_removed_without_a_state_file(pair, sta
         proc.wait()
         shutil.rmtree(state_dir / "network")  # as if /run had been cleared
         mine = [pair.ns(h) for h in pair.hosts]
-        assert sorted(kind for _, kind in shaping.installed_anywhere(mine)) == ["htb", "ifb"]
-        removed = shaping.remove_unrecorded(netns_names=mine)
+        assert sorted(kind for _, kind in unrecorded.installed_anywhere(mine)) == ["htb", "ifb"]
+        removed = unrecorded.remove_unrecorded(netns_names=mine)
         assert f"htb on eth0 (namespace {link.netns}) (unrecorded: what was there before is unknown)" in removed
         assert any(r.startswith("ingress redirect on link 2") for r in removed)
         assert ours(link) == []
@@ -304,7 +304,7 @@ def tc_show(link) -> str:
 
 def config_bytes(link) -> list[bytes]:
     with netlink.route(link.netns) as ipr:
-        return [i.config for i in netlink.tc_tree(ipr, netlink.ifindex(ipr, link.netns, link.ifname))]
+        return [i.config for i in tctree.tc_tree(ipr, netlink.ifindex(ipr, link.netns, link.ifname))]
 
 
 @pytest.mark.parametrize("tree", ["tbf", "htb"])
@@ -365,4 +365,14 @@ def test_ingress_through_ifb_shapes_the_receive_side(pair, state_dir, tmp_path):
     floor = ingress.min_transfer_s(size)
     assert abs(ingress_s - floor) / floor <= 0.15, f"ingress {ingress_s:.3f} s vs S/R {floor:.3f} s"
     assert egress_s < floor / 2 and unshaped_s < floor / 2, (unshaped_s, egress_s)
-    assert f"[{shaping.IFB_PREFIX}2: ingress of eth0]" in proof.links[0].after
+    assert f"[{qdiscs.IFB_PREFIX}2: ingress of eth0]" in proof.links[0].after
+
+
+def test_a_link_another_envmatrix_run_shapes_is_refused_and_left_as_it_is(pair, state_dir):
+    link = pair.host_link("node0")
+    with shaping.shaped([link], RATE):
+        with pytest.raises(PlanError, match="is shaped by another envmatrix run already"):
+            with shaping.shaped([link], parse_condition("r1g", "rate=1gbit", "test")):
+                pytest.fail("entered the block")
+        assert ours(link) == ["htb e1a0:"] and len(state_files(state_dir)) == 1
+    assert ours(link) == [] and state_files(state_dir) == []

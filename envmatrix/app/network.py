@@ -44,7 +44,7 @@ def remove_leftovers(report: Callable[[str], None]) -> list[str]:
 
 
 def reset(request: NetworkResetRequest) -> NetworkResetOutcome:
-    from envmatrix.network import shaping, state
+    from envmatrix.network import shaping, state, unrecorded
 
     _require_privileges("network reset")
     live = [(e, path) for path, _, e in state.entries(include_live=True)
@@ -53,12 +53,12 @@ def reset(request: NetworkResetRequest) -> NetworkResetOutcome:
     skip = [shaping.Link(e["netns"], e["ifname"]) for e, _ in live] + \
            [shaping.Link(e["netns"], e["ifb"]) for e, _ in live if e.get("ifb")]
     if request.unrecorded:  # they may be a live run's whose state lives elsewhere (ENVMATRIX_STATE_DIR): asked for only
-        removed += shaping.remove_unrecorded(skip)
+        removed += unrecorded.remove_unrecorded(skip)
     return NetworkResetOutcome(removed, [str(shaping.Link(e["netns"], e["ifname"])) for e, _ in live])
 
 
 def show() -> NetworkView:
-    from envmatrix.network import netlink, shaping, state
+    from envmatrix.network import netlink, shaping, state, unrecorded
 
     _require_privileges("network show")
     recorded = []
@@ -71,7 +71,7 @@ def show() -> NetworkView:
             tree = f"({exc})"
         recorded.append(ShapedLink(str(link), entry.get("condition", ""), pid, alive, tree))
     known = {r.link for r in recorded}
-    unrecorded = [f"{kind} on {link}" for link, kind in shaping.installed_anywhere()
+    unrecorded = [f"{kind} on {link}" for link, kind in unrecorded.installed_anywhere()
                   if str(link) not in known and kind != "ifb"]
     return NetworkView(recorded, unrecorded, dict(shaping.kernel_support()))
 

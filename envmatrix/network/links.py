@@ -63,10 +63,7 @@ def add_blackhole(netns: str, destination: str) -> None:
 
 
 def link_exists(netns: Optional[str], ifname: str) -> bool:
-    if not namespace_exists(netns):
-        return False
-    with netlink.route(netns) as ipr:
-        return bool(ipr.link_lookup(ifname=ifname))
+    return netlink.link_present(netlink.Link(netns, ifname))
 
 
 def delete_link(netns: Optional[str], ifname: str) -> bool:
