@@ -202,11 +202,11 @@ def heatmap_html(title: str, labels: Sequence[str], values: Mapping[tuple[int, i
 
 
 def host_pair_rows(metrics: Sequence[Mapping[str, Any]], net: Sequence[Mapping[str, Any]], hosts: Sequence[str],
-                   large: int, small: int, iperf3_status: Mapping[int, str], ping_status: Mapping[int, str],
+                   large: int, small: int, iperf3_status: Mapping[frozenset, str], ping_status: Mapping[frozenset, str],
                    judged: Optional[Mapping[Pair, str]] = None) -> list[HostPairRow]:
     """Seed 000's rows, one per ordered (receiver, sender) pair of ranks (one rank per host): the rank-level p2p
     figures, then the tools' (``net``: iperf3 rows per ordered pair, ping rows per pair). A tool without a figure
-    shows why, from the sending host's status (``iperf3_status``: rank -> "not installed", an error)."""
+    shows why, from its pair's status (``iperf3_status``: {a, b} -> "not installed", "failed: ...")."""
     uni = {tuple(m["pair"]): m for m in metrics if m.get("collective") == "pair_uni" and m.get("size_bytes") == large}
     lat = {frozenset(m["pair"]): m for m in metrics if m.get("collective") == "pair_latency"
            and m.get("size_bytes") == small}
@@ -222,9 +222,9 @@ def host_pair_rows(metrics: Sequence[Mapping[str, Any]], net: Sequence[Mapping[s
         rows.append(HostPairRow(
             hosts[recv], hosts[send], int(m.get("round", 0)),
             None if rtt is None else 2 * rtt["time_us"] / 1e3,
-            f"{pinged['time_us'] / 1e3:.3f}" if pinged else ping_status.get(send, "-"),
+            f"{pinged['time_us'] / 1e3:.3f}" if pinged else ping_status.get(key, "-"),
             m["time_us"] / 1e3, headline_bw(m),
-            f"{tool['algbw_gbps']:.3f}" if tool else iperf3_status.get(send, "-"),
+            f"{tool['algbw_gbps']:.3f}" if tool else iperf3_status.get(key, "-"),
             (judged or {}).get((recv, send), ""),
         ))
     return rows
