@@ -122,11 +122,22 @@ class ProbeResult:
     # where the ranks ran on the host's GPUs (planning.placement.Placement.to_json: kind, label, ranks, gpus,
     # emulated_hosts); {} for launchers that place ranks themselves. A shared-gpu run's bandwidth is not representative.
     placement: dict[str, Any] = field(default_factory=dict)
+    # the network condition the run was taken under (network axis): name, value (Condition.describe()), condition
+    # (its JSON), proof (qdiscs before/after, `tc -s qdisc show`-like), sent_bytes per shaped link; {} = unshaped
+    network: dict[str, Any] = field(default_factory=dict)
 
     @property
     def shared_gpu(self) -> bool:
         """Ranks shared GPUs (emulated hosts): pass/fail and transport hold, bandwidth figures do not."""
         return self.placement.get("kind") == SHARED_GPU
+
+    @property
+    def condition_name(self) -> str:
+        return str(self.network.get("name") or "default")
+
+    @property
+    def condition_value(self) -> str:
+        return str(self.network.get("value") or "unshaped")
 
     @property
     def passed(self) -> bool:
@@ -143,6 +154,8 @@ class ProbeResult:
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data["duration_s"] = round(self.duration_s, 3)
+        if not data["network"]:
+            del data["network"]  # runs off the network axis are stored (and rendered) as before it existed
         return data
 
     def dumps(self) -> str:

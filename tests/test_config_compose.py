@@ -158,6 +158,8 @@ DOTTED_OVERRIDES = [
     ("hosts=[h1,h2]", lambda inp: inp.hosts == ("h1", "h2")),
     ("launcher_opts.mpirun.emulate=auto", lambda inp: inp.config["launcher_opts"]["mpirun"]["emulate"] == "auto"),
     ("hermetic=true", lambda inp: inp.hermetic is True),
+    ("network.b1.rate=1gbit", lambda inp: [c.describe() for c in inp.conditions] == ["rate=1gbit"]),
+    ("network_options.interface=eth1", lambda inp: inp.network_options.interface == "eth1"),
     ("expect.allreduce.67108864.busbw_gbps=250", lambda inp: [(e.collective, e.size_bytes, e.metric, e.value, e.grid)
                                                               for e in inp.expectations]
      == [("allreduce", 64 << 20, "busbw_gbps", 250.0, None)]),

@@ -206,7 +206,7 @@ def _parses(parser: Any, override: str) -> bool:
 
 # Schema fields that are free-form mappings: a dotted override may create keys the config lacks
 # (launcher_opts.mpirun.extra_args=[...]); the owning module then checks them with its own did-you-mean.
-OPEN_MAPPINGS = ("setups", "probe", "search", "launcher_opts", "expect")
+OPEN_MAPPINGS = ("setups", "probe", "search", "launcher_opts", "expect", "network", "network_options")
 
 
 def _open_mapping_override(item: str) -> str:

@@ -36,6 +36,9 @@ class SweepInput:
     hosts: tuple[str, ...] = ()
     hermetic: bool = False
     expectations: tuple[Any, ...] = ()  # bench.expect.Expectation: the expect: block, plus --baseline floors
+    # the network: axis (config.network): each run once per condition; () = no axis (runs unshaped, keys as before)
+    conditions: tuple[Any, ...] = ()
+    network_options: Any = None  # config.network.NetworkOptions
     # the launcher resolve() configured (options, hosts, allocation): make_launcher reuses it, so a command builds one
     configured_launcher: Any = dataclasses.field(default=None, compare=False, repr=False)
 
@@ -176,6 +179,10 @@ def resolve(
     from envmatrix.config.expect import parse_expect
 
     expectations = parse_expect(data.get("expect"), where)
+    from envmatrix.config.network import network_axis, parse_options
+
+    network_options = parse_options(data.get("network_options"), f"{where}: network_options")
+    conditions = network_axis(data["network"], network_options, f"{where}: network") if data.get("network") else ()
     return SweepInput(
         name=name,
         conf_file=conf_file,
@@ -190,5 +197,7 @@ def resolve(
         hosts=tuple(data.get("hosts") or ()),
         hermetic=bool(data.get("hermetic")),
         expectations=expectations,
+        conditions=conditions,
+        network_options=network_options,
         configured_launcher=launcher,
     )

@@ -48,4 +48,7 @@ class SweepSchema:
     hosts: List[str] = field(default_factory=list)  # cluster launchers: hosts to run on (default: the allocation)
     launcher_opts: Dict[str, Any] = field(default_factory=dict)
     expect: Dict[str, Any] = field(default_factory=dict)  # busbw floors / time ceilings per collective and size (config.expect parses them, judgement.thresholds judges)
+    # network conditions as an axis (config.network): name -> {rate, delay, jitter, loss, ingress, interface}
+    network: Dict[str, Any] = field(default_factory=dict)
+    network_options: Dict[str, Any] = field(default_factory=dict)  # interface, allow_default_route, ingress
     hermetic: bool = False  # hide ~/.nccl.conf and pin what /etc/nccl.conf would fill (env.hermetic)  # per launcher name, e.g. {mpirun: {no_export: [X]}}

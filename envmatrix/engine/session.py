@@ -29,6 +29,8 @@ class Session:
     pool: Any = None  # a WarmPool for the local launcher; None: cold starts
     jobs: int | str = 1
     judge: Optional[Callable[[Any], None]] = None  # marks a result against the config's expectations before it is stored
+    # shapes a run's links under its network condition (engine.network.Shaper); None: no network axis to apply
+    shaper: Optional[Callable[..., Any]] = None
     _probe: Any = field(default=None, repr=False)
 
     @property

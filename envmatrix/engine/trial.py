@@ -80,7 +80,21 @@ def _launch(session: Session, run: Run, label: Optional[str], cuda_visible: Opti
     if cuda_visible is not None:
         environ, gpus = {**environ, "CUDA_VISIBLE_DEVICES": cuda_visible}, len(cuda_visible.split(","))
     workdir = trial_workdir(session.run_dir, run, label, f"{time.strftime('%Y%m%dT%H%M%S')}-{time.time_ns() % 10**9:09d}")
-    result = execute(run, session.launcher, session.probe, workdir, environ, session.pins, gpus, pool=session.pool)
+    if run.network is None:
+        result = execute(run, session.launcher, session.probe, workdir, environ, session.pins, gpus, pool=session.pool)
+    else:
+        from envmatrix.engine.network import no_shaping
+
+        if run.shaped and session.shaper is None:  # never measure a shaped condition's cell unshaped
+            from envmatrix.errors import PlanError
+
+            raise PlanError(f"network {run.network.name}: nothing to shape for launcher {session.launcher_key}; "
+                            "allowed: an emulated cluster (envmatrix cluster up) or a cluster launcher with "
+                            "network_options.interface")
+        with (session.shaper if run.shaped else no_shaping)(run, workdir) as record:
+            result = execute(run, session.launcher, session.probe, workdir, environ, session.pins, gpus,
+                             pool=session.pool)
+        result.network = record.to_json()  # filled once the links are restored: the proof's "after" included
     result.sweep_id, result.host = session.sweep_id, session.host
     if session.judge is not None:
         session.judge(result)

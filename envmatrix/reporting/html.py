@@ -8,6 +8,7 @@ import os
 from typing import Optional
 
 from envmatrix.reporting import plots
+from envmatrix.reporting.conditions_tables import pattern_blocks
 from envmatrix.reporting.hosts import HOST_COLUMNS, host_cells, host_rows
 from envmatrix.reporting.html_model import RunData, build_curves, build_matrix_model
 
@@ -63,6 +64,8 @@ def render_html(data: RunData, title: Optional[str] = None) -> str:
         "matrix_svg": Markup(plots.matrix_heatmap(matrix)) if matrix else None,
         "curves": [(c, Markup(plots.size_curves(c, cs))) for c, cs in curves.items()],
         "bisects": [(b, Markup(plots.bisect_trail(b))) for b in data.bisects],
+        "conditions": [(block, Markup(plots.conditions_plot(block))) for block in pattern_blocks(cells)
+                       if any(value != "unshaped" for _, value in block.conditions)],
         "search_history": Markup(plots.search_history(search)) if search and search.trials else None,
         "search_importances": Markup(plots.search_importances(search)) if search and search.importances else None,
         "search_parallel": (Markup(plots.search_parallel(search))

@@ -97,16 +97,25 @@ def build_matrix_model(results: Sequence[ProbeResult]) -> MatrixModel:
     from envmatrix.reporting.matrix import legend_for
     from envmatrix.reporting.matrix import _setup_of
 
+    from envmatrix.env.atoms import Setup
+    from envmatrix.reporting.matrix import column_name
+
+    def column(r: ProbeResult) -> str:
+        return column_name(r.setup_name, r.network.get("name") if r.network else None)
+
     grids = list(dict.fromkeys(r.grid for r in results))
-    setups = {r.setup_name: _setup_of(r.setup) for r in results}
+    setups = {column(r): Setup(column(r), _setup_of(r.setup).atoms) for r in results}
     cells = {}
     for r in results:  # later attempts/sweeps of the same cell win
-        cells[(r.grid, r.setup_name)] = Cell(
-            r.grid, r.setup_name, r.outcome, "" if r.passed else str((r.root_cause or {}).get("line") or ""),
+        cells[(r.grid, column(r))] = Cell(
+            r.grid, column(r), r.outcome, "" if r.passed else str((r.root_cause or {}).get("line") or ""),
             (r.root_cause or {}).get("rank"), transport_of(r), r.duration_s,
             None if r.passed else root_cause_host(r), algorithms_line(r.nccl or {}), list(r.thresholds),
         )
-    return MatrixModel(grids, list(setups), cells, legend_for(list(setups.values())))
+    network = {column(r): f"network {r.condition_name}: {r.condition_value}" for r in results if r.network}
+    legend = [(name, f"{text}; {network[name]}" if name in network else text)
+              for name, text in legend_for(list(setups.values()))]
+    return MatrixModel(grids, list(setups), cells, legend)
 
 
 def build_curves(results: Sequence[ProbeResult]) -> dict[str, list[Curve]]:

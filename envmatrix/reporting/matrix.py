@@ -69,19 +69,34 @@ def legend_for(setups: Sequence[Setup], backend: Optional[str] = None) -> list[t
     return rows
 
 
+def column_name(setup: str, condition: Optional[str]) -> str:
+    """A matrix column: the setup, and the network condition it ran under when the run had a network axis."""
+    return setup if condition is None else f"{setup} @ {condition}"
+
+
+def _network_legend(runs: Sequence[Run]) -> dict[str, str]:
+    return {column_name(r.setup.name, r.network.name): f"network {r.network.name}: {r.network.describe()}"
+            for r in runs if r.network is not None}
+
+
 def build_matrix(runs: Sequence[Run], results: Sequence[ProbeResult], grid_order: Sequence[str] = ()) -> Matrix:
-    """``grid_order``: the grids as the user gave them; runs go cheapest grid first, rows do not."""
+    """``grid_order``: the grids as the user gave them; runs go cheapest grid first, rows do not. With a network
+    axis a column is (setup, condition), its legend naming the condition's value."""
     by_key = {r.run_key: r for r in results}
-    setups = list({r.setup.name: r.setup for r in runs}.values())
+    setups = list({column_name(r.setup.name, r.network and r.network.name): Setup(
+        column_name(r.setup.name, r.network and r.network.name), r.setup.atoms) for r in runs}.values())
     columns = [s.name for s in setups]
     ran = list(dict.fromkeys(r.grid.label for r in runs))
     rows = [g for g in dict.fromkeys(grid_order) if g in ran] + [g for g in ran if g not in grid_order]
-    cells = {(r.grid.label, r.setup.name): by_key.get(r.key) for r in runs}
+    cells = {(r.grid.label, column_name(r.setup.name, r.network and r.network.name)): by_key.get(r.key) for r in runs}
     failures = [
-        Failure(res.setup_name, res.grid, res.outcome, res.root_cause.get("rank"), str(res.root_cause.get("line") or ""),
+        Failure(column, res.grid, res.outcome, res.root_cause.get("rank"), str(res.root_cause.get("line") or ""),
                 root_cause_host(res))
-        for (grid, setup), res in cells.items()
+        for (grid, column), res in cells.items()
         if res is not None and not res.passed
     ]
     backend = runs[0].backend if runs else None
-    return Matrix(columns, rows, cells, legend_for(setups, backend), failures)
+    network = _network_legend(runs)
+    legend = [(name, f"{text}; {network[name]}" if name in network else text)
+              for name, text in legend_for(setups, backend)]
+    return Matrix(columns, rows, cells, legend, failures)

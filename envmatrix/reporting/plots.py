@@ -256,3 +256,37 @@ def search_parallel(model: SearchModel) -> str:
     ax.set_xlim(-0.2, len(params) + 0.6)
     ax.set_title("parallel coordinates (colour = objective)")
     return _svg(fig)
+
+
+def conditions_plot(block) -> str:
+    """Time per synchronisation vs network condition for one pattern (a reporting.conditions_tables.PatternBlock):
+    one line per column (size, nodes, backend), min-max as error bars, the floor S/R dashed, flagged cells ringed."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(8, 3.4))
+    xs = list(range(len(block.conditions)))
+    for column, label in zip(block.columns, block.labels):
+        cells = [block.cell(name, column) for name, _ in block.conditions]
+        points = [(x, c) for x, c in zip(xs, cells) if c is not None]
+        if not points:
+            continue
+        px = [x for x, _ in points]
+        py = [c.median_s for _, c in points]
+        err = [[c.median_s - c.min_s for _, c in points], [c.max_s - c.median_s for _, c in points]]
+        line = ax.errorbar(px, py, yerr=err, marker="o", markersize=4, capsize=3, label=label)
+        color = line[0].get_color()
+        floors = [(x, c.check.bound_s) for x, c in points if c.check.bound_s is not None]
+        if floors:
+            ax.plot([x for x, _ in floors], [b for _, b in floors], linestyle="none", marker="_", markersize=14,
+                    color=color, alpha=0.7)
+        flagged = [(x, c) for x, c in points if c.check.flagged]
+        for x, c in flagged:
+            ax.plot([x], [c.median_s], marker="o", markersize=11, markerfacecolor="none",
+                    markeredgecolor="#d62728" if c.check.verdict == "shaping not in effect" else "#f59f00")
+    ax.set_xticks(xs, [name for name, _ in block.conditions], rotation=15)
+    ax.set_yscale("log")
+    ax.set_ylabel("time per sync (s)")
+    ax.set_title(f"{block.pattern}: time vs network condition (bars: min-max; dash: floor S/R; "
+                 "ring: flagged)", fontsize=8)
+    ax.grid(True, which="major", alpha=0.3)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    return _svg(fig)

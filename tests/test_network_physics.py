@@ -1,0 +1,113 @@
+"""The physics check (judgement/physics.py) and the seed-shaped tables built from stored rows (pure)."""
+
+from __future__ import annotations
+
+import csv
+import io
+
+import pytest
+
+from envmatrix.judgement import physics
+from envmatrix.reporting.conditions_tables import conditions_csv, conditions_markdown, pattern_blocks
+from envmatrix.results import ProbeResult
+
+MIB = 1 << 20
+
+
+def test_seed_000_bound_is_s_over_r():
+    # seed 000: "bandwidth 1Gbps: 64 MB in 541 ms"; 64 MiB * 8 / 1e9 = 536.9 ms
+    assert physics.floor_s("p2p", 64 * MIB, 2, 10**9) == pytest.approx(0.5369, abs=1e-4)
+    assert physics.check(0.541, physics.floor_s("p2p", 64 * MIB, 2, 10**9)).verdict == physics.OK
+
+
+def test_pattern_factors():
+    assert physics.bytes_factor("allreduce", 4) == pytest.approx(1.5)  # the busbw table's 2(n-1)/n
+    assert physics.bytes_factor("ps_central", 8) == 2.0
+    assert physics.bytes_factor("ps_sharded", 4) == pytest.approx(1.5)
+    assert physics.bytes_factor("p2p", 1) is None  # one rank: nothing crosses a link
+    assert physics.hosts_crossing("4x1") == 4 and physics.hosts_crossing("1x2") == 2
+
+
+def test_under_the_bound_is_flagged_not_in_effect():
+    bound = physics.floor_s("p2p", 64 * MIB, 2, 10**9)
+    low = physics.check(0.84 * bound, bound)
+    assert low.verdict == physics.NOT_IN_EFFECT and low.flagged
+    assert "shaping not in effect" in low.line and "under the floor" in low.line
+    edge = physics.check(0.86 * bound, bound)
+    assert edge.verdict == physics.OK
+
+
+def test_box_limited_when_shaped_equals_unshaped_and_the_floor_exceeds_noise():
+    # the issue's 16 emulated hosts: default 3.06 s, 5 Gbit 2.98 s, floor 2*15/16*256MiB*8/5e9 = 0.805 s
+    bound = physics.floor_s("allreduce", 256 * MIB, 16, 5 * 10**9)
+    assert bound == pytest.approx(0.805, abs=1e-3)
+    verdict = physics.check(2.98, bound, baseline_s=3.06)
+    assert verdict.verdict == physics.BOX_LIMITED
+    assert verdict.line.startswith(physics.BOX_LIMITED_LINE)
+    # a condition too mild to show on this box is not box-limited: its floor is inside the noise
+    assert physics.check(3.0, 0.1, baseline_s=3.06).verdict == physics.OK
+    # a shaped run clearly slower than the unshaped one is the condition's figure
+    assert physics.check(1.1, 1.0, baseline_s=0.2).verdict == physics.OK
+
+
+def test_no_rate_no_bound():
+    assert physics.check(0.1, None).verdict == physics.NO_BOUND
+
+
+def _row(pattern, size, median_s, spread=0.02):
+    us = median_s * 1e6
+    return {"collective": pattern, "size_bytes": size, "dtype": "float32", "in_place": False, "time_us": us,
+            "time_median_us": us, "time_min_us": us * (1 - spread), "time_max_us": us * (1 + spread)}
+
+
+def _result(name, value, rate, grid, backend, rows, sent=1000):
+    network = {"name": name, "value": value, "condition": {"name": name, "rate_bps": rate},
+               "sent_bytes": {"node0": sent} if rate else {}}
+    return ProbeResult(run_key=f"{name}{grid}{backend}", setup={"name": "base"}, grid=grid, probe={}, backend=backend,
+                       launcher="mpirun", outcome="pass", metrics=rows, network=network)
+
+
+def seed_000_results():
+    out = []
+    for backend in ("gloo", "nccl"):
+        out.append(_result("default", "unshaped", None, "2x1", backend,
+                           [_row("p2p", 64 * MIB, 0.107), _row("p2p", 128 * MIB, 0.216)]))
+        out.append(_result("b1g", "rate=1gbit", 10**9, "2x1", backend,
+                           [_row("p2p", 64 * MIB, 0.541), _row("p2p", 128 * MIB, 1.082)]))
+        # both ranks took loopback: far under the floor
+        out.append(_result("b200m", "rate=200mbit", 2 * 10**8, "2x1", backend,
+                           [_row("p2p", 64 * MIB, 0.110), _row("p2p", 128 * MIB, 5.4)], sent=0))
+    return out
+
+
+def test_seed_000_table_layout_and_flags():
+    blocks = pattern_blocks(seed_000_results())
+    assert [b.pattern for b in blocks] == ["p2p"]
+    block = blocks[0]
+    assert block.labels == ["64M gloo", "64M nccl", "128M gloo", "128M nccl"]  # seed 000's column order
+    assert [name for name, _ in block.conditions] == ["default", "b1g", "b200m"]
+    text = conditions_markdown(seed_000_results())
+    assert "| b1g | rate=1gbit | 541.0 ms (S/R 536.9 ms) |" in text
+    assert "110.0 ms (S/R 2.68 s) **shaping not in effect**" in text
+    assert "0 bytes went through the shaped qdiscs" in text
+    rows = list(csv.DictReader(io.StringIO(conditions_csv(seed_000_results()))))
+    assert len(rows) == 12
+    flagged = [r for r in rows if r["verdict"] == physics.NOT_IN_EFFECT]
+    assert {(r["condition"], r["size_bytes"]) for r in flagged} == {("b200m", str(64 * MIB))}
+    one = next(r for r in rows if r["condition"] == "b1g" and r["backend"] == "gloo" and r["size_bytes"] == str(64 * MIB))
+    assert float(one["min_s"]) < float(one["median_s"]) < float(one["max_s"])
+    assert float(one["floor_s"]) == pytest.approx(0.536871, abs=1e-6)
+
+
+def test_seed_001_blocks_columns_size_by_nodes():
+    results = []
+    for grid, base in (("4x1", 0.37), ("8x1", 0.45)):
+        for pattern in ("allreduce", "ps_central", "ps_sharded"):
+            results.append(_result("default", "unshaped", None, grid, "gloo", [_row(pattern, 256 * MIB, base)]))
+            results.append(_result("b5g", "rate=5gbit", 5 * 10**9, grid, "gloo", [_row(pattern, 256 * MIB, base * 2.2)]))
+    blocks = pattern_blocks([r for r in results])
+    assert [b.pattern for b in blocks] == ["allreduce", "ps_central", "ps_sharded"]
+    assert blocks[0].labels == ["4 nodes", "8 nodes"]
+    # ps_central's floor 2S/R = 0.859 s: 0.814 s measured is under it by 5%: within tolerance
+    cell = blocks[1].cell("b5g", blocks[1].columns[0])
+    assert cell.check.bound_s == pytest.approx(0.859, abs=1e-3) and cell.check.verdict == physics.OK
