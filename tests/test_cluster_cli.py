@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 import uuid
 
 import pytest
@@ -88,3 +89,32 @@ def test_a_cluster_whose_owner_was_killed_is_removed_by_the_next_one(state_dir):
         assert next_one.tag != tag
         assert not links.namespace_exists(f"emx{tag}h0") and not links.namespace_exists(f"emx{tag}h1")
         assert not registry.record_path(tag).exists()
+
+
+@pytest.mark.slow
+def test_a_command_on_an_emulated_host_sees_its_hostname_address_and_hosts_file(state_dir):
+    from envmatrix import cluster
+    from envmatrix.execution import netns, processes
+
+    with cluster.up(2) as c:
+        seen = processes.run_capture(c.argv_in("node1", ["sh", "-c", "hostname; cat /etc/hosts; cat /proc/net/dev"]))
+        assert seen.returncode == 0, seen.stderr
+        lines = seen.stdout.splitlines()
+        assert lines[0] == "node1" and f"{c.addresses['node0']} node0" in lines and f"{c.addresses['node1']} node1" in lines
+        assert "eth0:" in seen.stdout and c.veth("node1") not in seen.stdout  # its own links only
+        assert processes.run_capture(["hostname"]).stdout.strip() != "node1"  # the host's name is untouched
+        sleeper = processes.popen_piped(c.argv_in("node0", ["sleep", "30"]), env={"PATH": "/usr/bin:/bin"})
+        try:
+            for _ in range(100):
+                if sleeper.pid in c.processes():
+                    break
+                time.sleep(0.05)
+            assert sleeper.pid in c.processes()  # the entry point exec'd sleep in node0's namespace: the same pid
+            assert netns.pids_in_netns(c.ns("node1")) == []
+        finally:
+            sleeper.kill()
+            sleeper.wait()
+    missing = processes.run_capture(netns.netns_argv("emxnosuchns", ["true"]))
+    assert missing.returncode == 127 and "emxnosuchns" in missing.stderr
+    usage = processes.run_capture([sys.executable, "-m", "envmatrix.execution.netns_enter", "x"])
+    assert usage.returncode == 2 and "usage:" in usage.stderr

@@ -34,24 +34,20 @@ def kernel_support() -> dict[str, Optional[str]]:
     """What the kernel can do, tried in a throw-away namespace: feature -> None (works) or the kernel's answer."""
     answers: dict[str, Optional[str]] = {}
     name = f"emxk{os.getpid()}"
-    netlink.create_namespace(name)
-    try:
-        with netlink.route(name) as ipr:
-            ipr.link("add", ifname="k0", kind="veth", peer="k1")
-            index = netlink.ifindex(ipr, name, "k0")
-            ipr.link("set", index=index, state="up")
-            answers["htb"] = _try(lambda: qdiscs.add_htb(ipr, index, 10**9))
-            answers["netem"] = _try(lambda: ipr.tc("add", "netem", index=index, parent=qdiscs.CLASS_HANDLE, handle=qdiscs.NETEM_HANDLE,
-                                                   delay=1000))
-            answers["ifb"] = _try(lambda: ipr.link("add", ifname="kifb", kind="ifb"))
-            answers["ingress"] = _try(lambda: ipr.tc("add", "ingress", index=index))
-            if answers["ifb"] is None and answers["ingress"] is None:
-                ifb = netlink.ifindex(ipr, name, "kifb")
-                answers["mirred"] = _try(lambda: qdiscs.add_redirect(ipr, index, ifb))
-            else:
-                answers["mirred"] = "not tried (no ifb or ingress qdisc)"
-    finally:
-        netlink.remove_namespace(name)
+    with netlink.scratch_namespace(name) as ipr:
+        ipr.link("add", ifname="k0", kind="veth", peer="k1")
+        index = netlink.ifindex(ipr, name, "k0")
+        ipr.link("set", index=index, state="up")
+        answers["htb"] = _try(lambda: qdiscs.add_htb(ipr, index, 10**9))
+        answers["netem"] = _try(lambda: ipr.tc("add", "netem", index=index, parent=qdiscs.CLASS_HANDLE, handle=qdiscs.NETEM_HANDLE,
+                                               delay=1000))
+        answers["ifb"] = _try(lambda: ipr.link("add", ifname="kifb", kind="ifb"))
+        answers["ingress"] = _try(lambda: ipr.tc("add", "ingress", index=index))
+        if answers["ifb"] is None and answers["ingress"] is None:
+            ifb = netlink.ifindex(ipr, name, "kifb")
+            answers["mirred"] = _try(lambda: qdiscs.add_redirect(ipr, index, ifb))
+        else:
+            answers["mirred"] = "not tried (no ifb or ingress qdisc)"
     return answers
 
 

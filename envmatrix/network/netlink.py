@@ -70,6 +70,23 @@ def route(netns: Optional[str]) -> Iterator[IPRoute]:
         ipr.close()
 
 
+@contextlib.contextmanager
+def scratch_namespace(name: str) -> Iterator[IPRoute]:
+    """An rtnetlink socket in a fresh namespace for trying things; the name goes as soon as the socket holds the
+    namespace, so it vanishes with the socket, a kill -9 included."""
+    remove_namespace(name)  # a dead process's of the same name
+    create_namespace(name)
+    try:
+        ipr = IPRoute(netns=name, flags=0)
+        ipr.get_links()  # the socket is made and bound inside the namespace before the name goes
+    finally:
+        remove_namespace(name)
+    try:
+        yield ipr
+    finally:
+        ipr.close()
+
+
 def where(netns: Optional[str], ifname: str) -> str:
     return f"{ifname} (namespace {netns})" if netns else ifname
 
