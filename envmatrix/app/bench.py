@@ -43,6 +43,9 @@ class BenchRequest:
     rerun: bool = False
     baseline: Optional[str] = None
     tolerance: Optional[str] = None
+    # who talks to whom (issue 34): all-to-all over peer groups (planning/peers.py) instead of -c, e.g. "rail,cross"
+    peers: Optional[str] = None
+    inflight: Optional[int] = None  # messages in flight per rank (default: all at once)
 
 
 @dataclass(frozen=True)
@@ -98,8 +101,19 @@ def write_bench(result: ProbeResult, run_dir: str) -> BenchRun:
     path = os.path.join(run_dir, f"bench_{result.run_key}.md")
     with open(path, "w") as fh:
         fh.write(bench_markdown(result, title))
+        if any(m.get("peer_group") for m in result.metrics):
+            fh.write("\n" + peers_markdown(result.metrics))
     wrong = sum(int(m.get("wrong") or 0) for m in result.metrics)
     return BenchRun(result, path, title, 0 if result.passed and not wrong else 1)
+
+
+def peers_markdown(metrics: list) -> str:
+    """Seed 002's table (GB/s per rank by message size, rail and cross side by side) and each group's peers."""
+    from envmatrix.reporting.pairs_tables import markdown_table, peer_lists, peers_table
+
+    lines = "\n".join(f"- {line}" for line in peer_lists(metrics))
+    return (f"## peer groups: all-to-all GB/s per rank\n\n{markdown_table(*peers_table(metrics))}\n\n"
+            f"Peers of each rank (and whom its received bytes came from):\n\n{lines}\n")
 
 
 def backends_table(results: list[ProbeResult]) -> tuple[list[str], list[tuple[str, ...]]]:
@@ -140,6 +154,20 @@ def parse_env_flags(items: Sequence[str]) -> dict[str, str]:
     return env
 
 
+def peer_bench(peers: str, grid: Any, inflight: Optional[int]) -> dict[str, Any]:
+    """``--peers rail,cross``: the peer all-to-all rows and the driver's plan of who sends what to whom on ``grid``
+    (the ranks execute it as given and record it with each row)."""
+    from envmatrix.planning.peers import MODES, to_spec
+
+    modes = [m.strip() for m in peers.split(",") if m.strip()]
+    bad = [m for m in modes if m not in MODES]
+    if bad or not modes:
+        raise ConfigError(f"--peers {peers!r}: {bad[0] if bad else 'empty'!r} not allowed; allowed: a comma list of "
+                          f"{', '.join(MODES)}")
+    return {"collectives": [f"alltoall_{m}" for m in dict.fromkeys(modes)],
+            "peer_plan": to_spec(grid.nodes, grid.ppn, list(dict.fromkeys(modes)), inflight)}
+
+
 def prepare_bench(inp: SweepInput, args: BenchRequest, gpus: int, catalog: Any) -> tuple[SweepInput, Any]:
     """The one-run sweep input of the bench and its launcher (checked: the grid fits where it puts the ranks)."""
     from envmatrix.env.merge import caller_pins
@@ -166,5 +194,9 @@ def prepare_bench(inp: SweepInput, args: BenchRequest, gpus: int, catalog: Any) 
         "check": not args.no_check,
         "timing": args.timing,
     }
+    if args.peers is not None:
+        bench.update(peer_bench(args.peers, grid, args.inflight))
+    elif args.inflight is not None:
+        raise ConfigError(f"--inflight {args.inflight}: only with --peers; allowed: --peers rail,cross --inflight N")
     probe = get_probe("builtin").spec({"bench": bench, "timeout_s": args.timeout, "collectives": ["allreduce"]}, "bench", inp.backend)
     return dataclasses.replace(inp, probe=probe), launcher

@@ -11,7 +11,10 @@ from envmatrix.cli.common import LineProgress, add_command, add_threshold_flags,
 EXAMPLES = """examples:
   envmatrix bench --grid 1x4 -b 64M -e 1G -f 4 -c allreduce,allgather,alltoall
   envmatrix bench conf=aws_ofi --setup 2 --grid 2x2
-  envmatrix bench --env NCCL_ALGO=Ring --env NCCL_PROTO=Simple"""
+  envmatrix bench --env NCCL_ALGO=Ring --env NCCL_PROTO=Simple
+  envmatrix bench --pairs gpus --setup baseline,no_p2p     # every GPU pair, P2P on and off, and their ratio
+  envmatrix bench conf=my_hosts.yaml --pairs hosts         # host pairs in rounds: RTT, time, GB/s, iperf3; slow host
+  envmatrix bench --grid 2x8 --peers rail,cross -b 8K -e 4M   # seed 002: rail-aligned vs cross-rail all-to-all"""
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -39,6 +42,18 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--backends", metavar="LIST", help="e.g. gloo,nccl: the same bench on each backend, side by side (seed 000)")
     p.add_argument("--rerun", action="store_true", help="measure again even if the store has this exact run")
     add_threshold_flags(p)
+    who = p.add_argument_group("who talks to whom (docs/pairs.md)")
+    who.add_argument("--pairs", choices=("gpus", "hosts"), help="gpus: every GPU pair of this host (one per setup of "
+                     "a comma --setup list, and their ratio); hosts: one rank per host, pairs in rounds")
+    who.add_argument("--gpu-pairs", metavar="LIST", help="with --pairs gpus: only these pairs, e.g. 0-3,1-7")
+    who.add_argument("--pair-size", metavar="SIZE", help="bandwidth size (default 256M for gpus, 64M for hosts)")
+    who.add_argument("--latency-size", metavar="SIZE", default="8", help="latency size (default 8)")
+    who.add_argument("--iperf-seconds", type=float, default=10.0, help="with --pairs hosts: iperf3 -t (default 10)")
+    who.add_argument("--pair-tolerance", type=float, default=0.25, metavar="FRACTION",
+                     help="a pair this far below its round's (hosts) or link class's (gpus) median is slow (default 0.25)")
+    who.add_argument("--peers", metavar="LIST", help="all-to-all over peer groups instead of -c: all, rail (same local "
+                     "rank on other nodes), cross (any rank on other nodes); same bytes and messages per rank")
+    who.add_argument("--inflight", type=int, metavar="N", help="with --peers: messages in flight per rank (default: all)")
     p.set_defaults(func=cmd_bench)
 
 
@@ -46,6 +61,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from envmatrix.app.bench import BenchRequest, backends_table, bench
 
     console = make_console()
+    if args.pairs:
+        return cmd_pairs(args, console)
     done = bench(request_from(BenchRequest, args), LineProgress(console, "bench"), on_run=lambda run: print_bench(console, run))
     if done.backends_report:
         console.print(right_aligned_table("backends side by side", *backends_table([r.result for r in done.runs])))
@@ -79,6 +96,27 @@ def print_bench(console: Any, run: Any) -> None:
         from envmatrix.reporting.bench_tables import threshold_rows
 
         console.print(right_aligned_table("expectations (measured / expected)", *threshold_rows(result.thresholds)))
+    if any(m.get("peer_group") for m in result.metrics):
+        from envmatrix.reporting.pairs_tables import peer_lists, peers_table
+
+        console.print(right_aligned_table("peer groups: all-to-all GB/s per rank", *peers_table(result.metrics)))
+        for line in peer_lists(result.metrics):
+            console.print(line, markup=False, soft_wrap=True)
     if not result.passed:
         console.print(Text(f"{result.outcome}: {result.root_cause.get('line')}", style="bold red"))
     console.print(f"report: {run.report}")
+
+
+def cmd_pairs(args: argparse.Namespace, console: Any) -> int:
+    from envmatrix.app.pairs import PairsRequest, pairs
+
+    setups = tuple(s.strip() for s in (args.setup or "").split(",") if s.strip())
+    done = pairs(request_from(PairsRequest, args, kind=args.pairs, setups=setups, tolerance=args.pair_tolerance),
+                 LineProgress(console, "bench"))
+    console.print(done.markdown, markup=False, soft_wrap=True)
+    for result in done.results:
+        if not result.passed:
+            console.print(f"{result.outcome}: {result.root_cause.get('line')}", markup=False, style="bold red")
+    console.print(f"report: {done.report}", markup=False)
+    print_outputs(console, done.outputs)
+    return done.exit_code

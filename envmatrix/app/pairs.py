@@ -1,0 +1,343 @@
+"""``envmatrix bench --pairs gpus|hosts``'s lifecycle: who talks to whom, pair by pair (issue 34).
+
+``gpus``: every GPU pair of this host (or a list), one rank per GPU, one pair at a time (planning/pairs.py): each
+ordered pair's one-way bandwidth at the pair size, each pair's bidirectional bandwidth and latency, NCCL's
+transport per pair from the ranks' NCCL logs and ``nvidia-smi topo -m``'s link type; one matrix per setup, the
+ratio of two. ``hosts``: one rank per host, pairs in rounds of disjoint pairs that run at the same time: the p2p
+round trip, time and bandwidth per ordered pair, then per round the tools (ping, iperf3: the netpair probe);
+judgement/pairs.py names the slow pairs and the slow host.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from envmatrix import paths as em_paths
+from envmatrix.app.inputs import named_setup, prepare
+from envmatrix.app.outputs import RunOutputs, write_run_outputs
+from envmatrix.bench.sizes import format_size, parse_size
+from envmatrix.env.atoms import Setup, atoms_from_mapping
+from envmatrix.errors import ConfigError
+from envmatrix.judgement.pairs import DEFAULT_TOLERANCE, PairFigure, PairsJudgement, flag_below_class, judge_pairs
+from envmatrix.planning.grid import Grid, parse_grid
+from envmatrix.planning.pairs import gpu_pair_rounds, host_pair_rounds, parse_gpu_pairs
+from envmatrix.probes import get_probe
+from envmatrix.results import ProbeResult
+
+KINDS = ("gpus", "hosts")
+DEFAULT_PAIR_SIZE = {"gpus": "256M", "hosts": "64M"}  # hosts: seed 000's 64 MB
+
+
+@dataclass(frozen=True)
+class PairsRequest:
+    kind: str  # gpus | hosts
+    overrides: tuple[str, ...] = ()
+    setups: tuple[str, ...] = ()  # one matrix per setup (gpus); none: the inherited env only
+    env: tuple[str, ...] = ()  # KEY=VALUE on top of each setup
+    grid: Optional[str] = None  # hosts: Nx1 on emulated hosts when the config names none
+    gpu_pairs: Optional[str] = None  # gpus: "0-3,1-7" instead of every pair
+    pair_size: Optional[str] = None
+    latency_size: str = "8"
+    iters: int = 20
+    warmup: int = 2
+    dtype: str = "float32"
+    iperf_seconds: float = 10.0  # seed 000: iperf3 -t 10
+    tolerance: float = DEFAULT_TOLERANCE
+    timeout: float = 600.0
+    out: Optional[str] = None
+    allow_unknown_vars: bool = False
+    rerun: bool = False
+
+
+@dataclass
+class GpuMatrix:
+    setup: str
+    result: ProbeResult
+    cells: dict  # (src, dst) -> reporting.pairs_tables.GpuPairCell
+    flags: dict  # (src, dst) -> ratio to its link class's median, where judged slow
+
+
+@dataclass
+class PairsResult:
+    kind: str
+    report: str  # RUN_DIR/pairs_<kind>.md
+    markdown: str
+    outputs: RunOutputs
+    exit_code: int
+    gpus: list[int] = field(default_factory=list)
+    matrices: list[GpuMatrix] = field(default_factory=list)
+    judgement: Optional[PairsJudgement] = None
+    host_rows: list = field(default_factory=list)
+    results: list[ProbeResult] = field(default_factory=list)
+
+
+def pairs(request: PairsRequest, listener: Any = None) -> PairsResult:
+    if request.kind not in KINDS:
+        raise ConfigError(f"--pairs {request.kind!r} not allowed; allowed: {', '.join(KINDS)}")
+    if not 0 < request.tolerance < 1:
+        raise ConfigError(f"--pair-tolerance {request.tolerance!r} not allowed; allowed: a fraction between 0 and 1")
+    return _gpu_pairs(request, listener) if request.kind == "gpus" else _host_pairs(request, listener)
+
+
+def _sizes(request: PairsRequest) -> tuple[int, int]:
+    large = parse_size(request.pair_size or DEFAULT_PAIR_SIZE[request.kind], "--pair-size")
+    small = parse_size(request.latency_size, "--latency-size")
+    if small >= large:
+        raise ConfigError(f"--latency-size {request.latency_size}: not below --pair-size {format_size(large)}; "
+                          "allowed: a latency size smaller than the pair size")
+    return large, small
+
+
+def _setups(inp: Any, request: PairsRequest, catalog: Any) -> list[Setup]:
+    from envmatrix.app.bench import parse_env_flags
+    from envmatrix.config.resolve import check_pins
+    from envmatrix.env.merge import caller_pins
+
+    bases = [named_setup(inp, name) for name in request.setups] if request.setups else [Setup("env")]
+    extra = atoms_from_mapping(parse_env_flags(request.env), "--env")
+    out = []
+    for base in bases:
+        atoms = tuple(a for a in base.atoms if a.var not in {e.var for e in extra}) + extra
+        setup = Setup(base.name if not extra else f"{base.name}+env", atoms)
+        catalog.validate_setup(setup, where="bench --pairs", allow_unknown=request.allow_unknown_vars)
+        out.append(setup)
+    check_pins(out, caller_pins(), "bench --pairs")
+    return out
+
+
+def _bench_probe(inp: Any, request: PairsRequest, collectives: list[str], rounds: list, large: int, small: int,
+                 **params: Any) -> Any:
+    bench = {"collectives": collectives, "min_bytes": small, "max_bytes": large, "step_bytes": large - small,
+             "iters": request.iters, "warmup": request.warmup, "dtype": request.dtype, "check": True,
+             "timing": "blocking", "pair_rounds": [[list(p) for p in r] for r in rounds]}
+    return get_probe("builtin").spec({"bench": bench, "timeout_s": request.timeout, "collectives": ["allreduce"],
+                                      **params}, "bench --pairs", inp.backend)
+
+
+def _run_one(inp: Any, store: Any, run_dir: str, pins: Any, gpus: int, request: PairsRequest, listener: Any) -> tuple:
+    from envmatrix.app.sweep import plan_sweep, run_sweep
+    from envmatrix.config.resolve import check_grids_fit
+    from envmatrix.engine import open_session
+
+    launcher = inp.make_launcher()
+    check_grids_fit(list(inp.grids), inp.backend, gpus, int(inp.config.get("max_local_ranks", 16)), launcher)
+    with open_session(inp, run_dir, pins, gpus, pool=True, launcher=launcher, store=store) as session:
+        _, done = run_sweep(inp, session, plan_sweep(inp), rerun=request.rerun, listener=listener)
+        return done[-1], session.host
+
+
+# ------------------------------------------------------------------------------------------------ GPU pairs
+
+
+def pair_transports(result: ProbeResult) -> dict[tuple[int, int], str]:
+    """(sender GPU, receiver GPU) -> NCCL's transport, from every rank's NCCL log (device numbers as NCCL prints)."""
+    from envmatrix.parsers.nccl_log import device_pair_transports
+
+    found: dict[tuple[int, int], str] = {}
+    for rank in result.ranks:
+        try:
+            with open(rank.log_path or "", errors="replace") as fh:
+                text = fh.read()
+        except OSError:
+            continue
+        for (src, dst), transport in device_pair_transports(text).items():
+            if src.isdigit() and dst.isdigit():
+                found.setdefault((int(src), int(dst)), transport)
+    return found
+
+
+def _gpu_pairs(request: PairsRequest, listener: Any) -> PairsResult:
+    from envmatrix.engine import open_store_at
+    from envmatrix.parsers.nvidia_topo import parse_topo_matrix
+    from envmatrix.reporting.pairs_tables import gpu_cells
+
+    base, gpus, pins, catalog = prepare(request.overrides, request.allow_unknown_vars)
+    if len(gpus) < 2:
+        raise ConfigError(f"--pairs gpus: {len(gpus)} GPU{'' if len(gpus) == 1 else 's'} visible here; allowed: a host with 2 or more GPUs "
+                          "(each pair is two ranks, one on each GPU)")
+    large, small = _sizes(request)
+    rounds = gpu_pair_rounds(len(gpus), parse_gpu_pairs(request.gpu_pairs) if request.gpu_pairs else None)
+    grid = Grid(1, len(gpus))
+    base = dataclasses.replace(base, name="pairs-gpus", grids=(grid,))
+    run_dir = em_paths.run_dir(request.out, "bench")
+    matrices = []
+    with open_store_at(run_dir) as store:
+        for setup in _setups(base, request, catalog):
+            inp = dataclasses.replace(base, setups=(setup,))
+            inp = dataclasses.replace(inp, probe=_bench_probe(inp, request, ["pair_uni", "pair_bidir", "pair_latency"],
+                                                              rounds, large, small, nccl_debug="INFO"))
+            result, host = _run_one(inp, store, run_dir, pins, len(gpus), request, listener)
+            links = parse_topo_matrix(host.get("topology") or "").links
+            cells = gpu_cells(result.metrics, large, small, pair_transports(result), links)
+            uni = {p: c.uni_gbps for p, c in cells.items() if c.uni_gbps is not None}
+            flags = flag_below_class(uni, {p: c.link or "?" for p, c in cells.items()}, request.tolerance)
+            matrices.append(GpuMatrix(setup.name, result, cells, flags))
+        stored = store.latest()
+    gpu_ids = list(range(len(gpus)))
+    text = gpu_pairs_markdown(matrices, gpu_ids, large, small)
+    path = _write(run_dir, "pairs_gpus", text, _gpu_heatmaps(matrices, gpu_ids))
+    failed = any(not m.result.passed or any(c.wrong for c in m.cells.values()) for m in matrices)
+    flagged = any(f is not None for m in matrices for f in m.flags.values())
+    return PairsResult("gpus", path, text, write_run_outputs(run_dir, stored=stored), 1 if failed or flagged else 0,
+                       gpus=gpu_ids, matrices=matrices, results=[m.result for m in matrices])
+
+
+def gpu_pairs_markdown(matrices: list[GpuMatrix], gpus: list[int], large: int, small: int) -> str:
+    from envmatrix.reporting.pairs_tables import gpu_matrix, markdown_table, ratio_matrix
+
+    out = ["# GPU pairs", "",
+           f"One rank per GPU, one pair at a time; bandwidth at {format_size(large)} (GB/s), latency at "
+           f"{format_size(small)} (us, one way: half a ping-pong). Cell: figure, `nvidia-smi topo -m` link, NCCL "
+           "transport; `!r`: more than the tolerance below its link class's median (r: the ratio).", ""]
+    for m in matrices:
+        head = f"## {m.setup} on {m.result.grid} ({m.result.outcome})"
+        for what, title in (("uni", "one way (GB/s)"), ("bidir", "both ways at once (GB/s)"), ("latency", "latency (us)")):
+            out += [f"{head}: {title}", "", markdown_table(*gpu_matrix(m.cells, gpus, what, m.flags if what == "uni" else None)), ""]
+    if len(matrices) == 2:
+        a, b = matrices
+        out += [f"## ratio {b.setup} / {a.setup}: one way", "", markdown_table(*ratio_matrix(a.cells, b.cells, gpus)), ""]
+    return "\n".join(out)
+
+
+def _gpu_heatmaps(matrices: list[GpuMatrix], gpus: list[int]) -> str:
+    from envmatrix.reporting.pairs_tables import heatmap_html
+
+    parts = []
+    labels = [f"GPU{g}" for g in gpus]
+    for m in matrices:
+        notes = {p: f"{c.link or '?'} {c.transport or '?'}" for p, c in m.cells.items()}
+        parts.append(heatmap_html(f"{m.setup}: one way GB/s", labels,
+                                  {p: c.uni_gbps for p, c in m.cells.items()}, notes))
+        parts.append(heatmap_html(f"{m.setup}: latency us", labels, {p: c.latency_us for p, c in m.cells.items()},
+                                  notes, unit="us", higher_is_better=False))
+    return "\n".join(parts)
+
+
+# ------------------------------------------------------------------------------------------------ host pairs
+
+
+def _host_grid(base: Any, request: PairsRequest) -> Grid:
+    hosts = list(base.config.get("hosts") or [])
+    if request.grid:
+        grid = parse_grid(request.grid, "--grid")
+        if grid.ppn != 1:
+            raise ConfigError(f"--grid {request.grid}: --pairs hosts runs one rank per host; allowed: Nx1")
+        return grid
+    if len(hosts) >= 2:
+        return Grid(len(hosts), 1)
+    raise ConfigError("--pairs hosts: no hosts; allowed: a config with hosts: [a, b, ...] (2 or more), "
+                      "or --grid Nx1 for N emulated hosts here")
+
+
+def _host_pairs(request: PairsRequest, listener: Any) -> PairsResult:
+    from envmatrix.engine import open_store_at
+
+    base, gpus, pins, catalog = prepare(request.overrides, request.allow_unknown_vars)
+    large, small = _sizes(request)
+    grid = _host_grid(base, request)
+    rounds = host_pair_rounds(grid.nodes)
+    setup = _setups(base, request, catalog)[0]
+    base = dataclasses.replace(base, name="pairs-hosts", grids=(grid,), setups=(setup,))
+    run_dir = em_paths.run_dir(request.out, "bench")
+    with open_store_at(run_dir) as store:
+        inp = dataclasses.replace(base, probe=_bench_probe(base, request, ["pair_uni", "pair_latency"], rounds,
+                                                           large, small))
+        p2p, _ = _run_one(inp, store, run_dir, pins, len(gpus), request, listener)
+        configured = [str(h).split(":")[0] for h in base.config.get("hosts") or []]
+        hosts = host_labels(p2p, configured, grid.nodes)
+        # where each rank's tools reach its partner: the hostname it reported (real or namespace hosts resolve
+        # it), this host for emulated hosts
+        reach = hosts if hosts != [f"node{r}" for r in range(grid.nodes)] or configured else ["127.0.0.1"] * grid.nodes
+        net = []
+        for number, pairs_ in enumerate(rounds):
+            spec = get_probe("netpair").spec({"pairs": [list(p) for p in pairs_], "addresses": reach,
+                                              "iperf_seconds": request.iperf_seconds, "timeout_s": request.timeout},
+                                             "bench --pairs hosts", base.backend)
+            done, _ = _run_one(dataclasses.replace(base, probe=spec), store, run_dir, pins, len(gpus), request, listener)
+            net.append(done)
+        stored = store.latest()
+    return _host_outcome(request, run_dir, p2p, net, hosts, rounds, large, small, stored)
+
+
+def _host_outcome(request: PairsRequest, run_dir: str, p2p: ProbeResult, net: list[ProbeResult], hosts: list[str],
+                  rounds: list, large: int, small: int, stored: list) -> PairsResult:
+    from envmatrix.reporting.pairs_tables import host_pair_rows
+
+    uni = {tuple(m["pair"]): m for m in p2p.metrics if m.get("collective") == "pair_uni" and m.get("size_bytes") == large}
+    figures = []
+    for number, pairs_ in enumerate(rounds):
+        for a, b in pairs_:
+            ways = [uni[p].get("algbw_gbps") for p in ((a, b), (b, a)) if p in uni]
+            if len(ways) == 2 and None not in ways:
+                figures.append(PairFigure(number, hosts[a], hosts[b], min(ways)))
+    judgement = judge_pairs(figures, request.tolerance) if figures else None
+    slow = {(v.figure.a, v.figure.b) for v in (judgement.pairs if judgement else []) if v.slow}
+    index = {h: i for i, h in enumerate(hosts)}
+    judged = {}
+    for a, b in slow:
+        judged[(index[a], index[b])] = judged[(index[b], index[a])] = "slow pair"
+    net_rows = [row for r in net for row in r.metrics]
+    iperf3_status, ping_status = tool_status(net, rounds, "iperf3"), tool_status(net, rounds, "ping")
+    rows = host_pair_rows(p2p.metrics, net_rows, hosts, large, small, iperf3_status, ping_status, judged)
+    text = host_pairs_markdown(rows, judgement, p2p, large, small)
+    path = _write(run_dir, "pairs_hosts", text, _host_heatmap(rows, hosts))
+    failed = not p2p.passed or any(not r.passed for r in net) or any(int(m.get("wrong") or 0) for m in p2p.metrics)
+    found = bool(judgement and (judgement.slow_hosts or judgement.slow_links))
+    return PairsResult("hosts", path, text, write_run_outputs(run_dir, stored=stored), 1 if failed or found else 0,
+                       judgement=judgement, host_rows=rows, results=[p2p, *net])
+
+
+def tool_status(net: list[ProbeResult], rounds: list, tool: str) -> dict[frozenset, str]:
+    """Per pair, why a tool has no figure: "not installed" on a host of the pair, its error, or how its round ended."""
+    out: dict[frozenset, str] = {}
+    for result, pairs_ in zip(net, rounds):
+        ranks = {r.rank: r for r in result.ranks}
+        for a, b in pairs_:
+            mine = [ranks[x] for x in (a, b) if x in ranks]
+            missing = [r for r in mine if r.versions.get(tool) == "not installed"]
+            errors = [c["error"] for r in mine for c in r.checks if c.get("error", "").startswith(tool)]
+            out[frozenset((a, b))] = ("not installed" if missing else f"failed: {errors[0]}" if errors
+                                      else "-" if result.passed else f"{result.outcome}: {result.root_cause.get('line')}")
+    return out
+
+
+def host_labels(p2p: ProbeResult, configured: list[str], n: int) -> list[str]:
+    """Each rank's host: its reported hostname, else the config's host; emulated hosts sharing one name get
+    node0.. (their place in the grid)."""
+    by_rank = {r.rank: r.hostname for r in p2p.ranks if r.hostname}
+    names = [by_rank.get(r) or (configured[r] if r < len(configured) else f"node{r}") for r in range(n)]
+    return names if len(set(names)) == n else [f"node{r}" for r in range(n)]
+
+
+def host_pairs_markdown(rows: list, judgement: Optional[PairsJudgement], p2p: ProbeResult, large: int, small: int) -> str:
+    from envmatrix.reporting.pairs_tables import host_pair_table, markdown_table
+
+    out = ["# Host pairs", "",
+           f"One rank per host; pairs in rounds of disjoint pairs run at the same time. RTT p2p: a {format_size(small)} "
+           f"ping-pong over {p2p.backend}; {p2p.backend}-T/-B: one {format_size(large)} message, sender to receiver; "
+           "ping and iperf3 (TCP, receiver as server) where installed.", "",
+           markdown_table(*host_pair_table(rows, p2p.backend)), ""]
+    if judgement is not None:
+        out += [f"Judgement: {judgement.summary()}", "", f"    {judgement.exclude_line}", ""]
+    return "\n".join(out)
+
+
+def _host_heatmap(rows: list, hosts: list[str]) -> str:
+    from envmatrix.reporting.pairs_tables import heatmap_html
+
+    index = {h: i for i, h in enumerate(hosts)}
+    values = {(index[r.recv], index[r.send]): r.gbps for r in rows}
+    notes = {(index[r.recv], index[r.send]): r.judged for r in rows}
+    return heatmap_html("host pairs: GB/s (row receives from column)", hosts, values, notes)
+
+
+def _write(run_dir: str, name: str, markdown: str, heatmaps: str) -> str:
+    path = os.path.join(run_dir, f"{name}.md")
+    with open(path, "w") as fh:
+        fh.write(markdown + "\n")
+    with open(os.path.join(run_dir, f"{name}.html"), "w") as fh:
+        fh.write(f"<!doctype html><meta charset='utf-8'><title>{name}</title>\n{heatmaps}\n")
+    return path
