@@ -11,7 +11,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -376,3 +375,14 @@ def test_a_link_another_envmatrix_run_shapes_is_refused_and_left_as_it_is(pair, 
                 pytest.fail("entered the block")
         assert ours(link) == ["htb e1a0:"] and len(state_files(state_dir)) == 1
     assert ours(link) == [] and state_files(state_dir) == []
+
+
+def test_ingress_where_an_ingress_qdisc_exists_is_refused_up_front(pair, state_dir):
+    link = pair.host_link("node0")
+    with netlink.route(link.netns) as ipr:
+        ipr.tc("add", "ingress", index=netlink.ifindex(ipr, link.netns, link.ifname))
+    with pytest.raises(PlanError, match="has an ingress \\(or clsact\\) qdisc already"):
+        shaping.check_applicable([link], parse_condition("ri", "rate=1gbit,ingress=true", "test"))
+    with shaping.shaped([link], RATE):  # egress alone leaves the ingress hook as it is
+        assert "ingress ffff:" in ours(link)
+    assert ours(link) == ["ingress ffff:"] and state_files(state_dir) == []

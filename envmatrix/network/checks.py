@@ -89,10 +89,10 @@ def check_applicable(links: Iterable, condition: Condition, allow_default_route:
                         f"{'delay, jitter and loss' if 'netem' in _needs(condition) and support.get('netem') else 'it'}"
                         f" cannot be applied; what still works here: {', '.join(works) or 'nothing'}")
     for link in map(as_link, links):
-        _check_link(link, label, allow_default_route)
+        _check_link(link, label, condition, allow_default_route)
 
 
-def _check_link(link: Link, label: str, allow_default_route: bool) -> None:
+def _check_link(link: Link, label: str, condition: Condition, allow_default_route: bool) -> None:
     try:
         with netlink.route(link.netns) as ipr:
             index = netlink.ifindex(ipr, link.netns, link.ifname)
@@ -110,5 +110,11 @@ def _check_link(link: Link, label: str, allow_default_route: bool) -> None:
             if any(i.what == "filter" and i.parent != qdiscs.INGRESS_HANDLE for i in items):
                 raise PlanError(f"{label}: {link} has tc filters under its root qdisc, which envmatrix could not put "
                                 "back exactly; remove them or shape another interface")
+            if condition.ingress and any(i.what == "qdisc" and i.parent == netlink.TC_H_INGRESS for i in items):
+                raise PlanError(f"{label}: {link} has an ingress (or clsact) qdisc already; envmatrix shapes the "
+                                "receive side only where it owns the ingress hook (or leave ingress out)")
+            if condition.ingress and ipr.link_lookup(ifname=qdiscs.ifb_name(index)):
+                raise PlanError(f"{label}: {qdiscs.ifb_name(index)} exists already beside {link} (left by a run whose "
+                                "state is elsewhere?); envmatrix network reset --unrecorded removes it")
     except netlink.NetlinkFailed as exc:
         raise PlanError(f"{label}: {exc}") from None

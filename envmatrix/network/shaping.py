@@ -13,6 +13,7 @@ GRO/GSO are left as they are: htb accounts bytes, so aggregated packets make the
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import sys
 from dataclasses import asdict, dataclass, field
@@ -20,7 +21,6 @@ from typing import Iterable, Iterator, Optional, Sequence
 
 from pyroute2.netlink.exceptions import NetlinkError
 
-from envmatrix.errors import PlanError
 from envmatrix.execution.processes import deferred_interrupt
 from envmatrix.network import netlink, qdiscs, state, tctree
 from envmatrix.network.checks import check_applicable, kernel_support, privilege_problem
@@ -100,9 +100,6 @@ def _install(link: Link, condition: Condition, key: str) -> tuple[dict, LinkProo
         index = netlink.ifindex(ipr, link.netns, link.ifname)
         items = tctree.tc_tree(ipr, index)
         has_ingress = any(i.what == "qdisc" and i.parent == netlink.TC_H_INGRESS for i in items)
-        if condition.ingress and has_ingress:
-            raise PlanError(f"network condition {condition.name}: {link} has an ingress qdisc already; "
-                            "envmatrix shapes the receive side only where it owns the ingress hook")
         saved = _user_items(items)
         entry = _entry(link, index, condition, saved, has_ingress)
         proof = LinkProof(str(link), tctree.render(items, with_stats=False))
@@ -119,9 +116,12 @@ def _install(link: Link, condition: Condition, key: str) -> tuple[dict, LinkProo
                 qdiscs.install_tree(ipr, ifb_index, condition)
                 ipr.tc("add", "ingress", index=index)
                 qdiscs.add_redirect(ipr, index, ifb_index)
-        except BaseException:
+        except BaseException as exc:
             undo_entry(entry)  # half-made: put the link back as it was before raising
             state.forget(key)
+            if isinstance(exc, NetlinkError):
+                raise netlink.NetlinkFailed(f"network condition {condition.name}: {link}: the kernel refused it "
+                                            f"({os.strerror(exc.code)}, errno {exc.code}); nothing is left installed") from None
             raise
     proof.before = dump(link, entry)
     return entry, proof
