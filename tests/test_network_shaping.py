@@ -386,3 +386,24 @@ def test_ingress_where_an_ingress_qdisc_exists_is_refused_up_front(pair, state_d
     with shaping.shaped([link], RATE):  # egress alone leaves the ingress hook as it is
         assert "ingress ffff:" in ours(link)
     assert ours(link) == ["ingress ffff:"] and state_files(state_dir) == []
+
+
+@pytest.mark.slow
+def test_a_killed_runs_entry_never_touches_a_namespace_made_again_under_the_same_name(pair, state_dir):
+    link = pair.host_link("node0")
+    proc = start_shaper(link, "rate=50mbit")
+    proc.kill()
+    proc.wait()
+    assert pair.down() == []  # its namespace goes, the entry stays (its owner is dead)
+    assert len(state_files(state_dir)) == 1
+    netlink.create_namespace(link.netns)  # another run's host, by chance of the same name
+    try:
+        with netlink.route(link.netns) as ipr:
+            ipr.link("add", ifname="eth0", kind="veth", peer="p0")
+            ipr.link("set", index=netlink.ifindex(ipr, link.netns, "eth0"), state="up")
+        with shaping.shaped([link], RATE):
+            assert state.reap_stale() == []  # the dead entry is dropped without touching the live one's htb
+            assert ours(link) == ["htb e1a0:"]
+        assert state_files(state_dir) == []
+    finally:
+        netlink.remove_namespace(link.netns)

@@ -39,6 +39,14 @@ def namespace_exists(name: Optional[str]) -> bool:
     return name is None or os.path.exists(netns_path(name))
 
 
+def namespace_id(name: Optional[str]) -> Optional[int]:
+    """The namespace's inode: a namespace deleted and made again under the same name has another one."""
+    try:
+        return os.stat(netns_path(name) if name is not None else "/proc/self/ns/net").st_ino
+    except OSError:
+        return None
+
+
 def namespaces() -> list[str]:
     try:
         return sorted(os.listdir(NETNS_DIR))

@@ -85,7 +85,8 @@ def _user_items(items: Sequence[TcItem]) -> list[TcItem]:
 
 def _entry(link: Link, index: int, condition: Condition, saved: Sequence[TcItem], has_ingress: bool) -> dict:
     return {
-        "netns": link.netns, "ifname": link.ifname, "ifindex": index, "condition": condition.describe(),
+        "netns": link.netns, "netns_id": netlink.namespace_id(link.netns), "ifname": link.ifname, "ifindex": index,
+        "condition": condition.describe(),
         "root": qdiscs.ROOT_HANDLE if condition.rate_bps is not None else qdiscs.NETEM_HANDLE,
         "ingress": condition.ingress and not has_ingress,
         "ifb": qdiscs.ifb_name(index) if condition.ingress else None,
@@ -144,12 +145,12 @@ def undo_entry(entry: dict) -> list[str]:
     root someone else put on the link meanwhile is left alone (the saved tree then is not put back).
     """
     link = Link(entry["netns"], entry["ifname"])
-    if not netlink.namespace_exists(link.netns):
-        return []  # the namespace (and everything in it) is gone already
+    if not netlink.namespace_exists(link.netns) or netlink.namespace_id(link.netns) != entry.get("netns_id"):
+        return []  # the namespace (and everything in it) is gone; one of the same name is another's
     removed = []
     with netlink.route(link.netns) as ipr:
-        found = ipr.link_lookup(ifname=link.ifname)
-        if found:
+        found = [i for i in ipr.link_lookup(ifname=link.ifname) if i == entry.get("ifindex")]
+        if found:  # (a link of the same name with another index was made after ours went)
             index = found[0]
             root = _root(tctree.tc_tree(ipr, index))
             if root is not None and root.handle in (qdiscs.ROOT_HANDLE, qdiscs.NETEM_HANDLE):
