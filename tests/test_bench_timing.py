@@ -5,7 +5,7 @@ import pytest
 from envmatrix.bench.aggregate import aggregate_rows
 from envmatrix.bench.timing import DEFAULT_TIMING, TIMINGS, check_timing
 from envmatrix.errors import ConfigError
-from envmatrix.rank.bench_engine import effective_timing
+from envmatrix.rank.collective_timer import effective_timing
 from envmatrix.probes.builtin import normalize_bench
 from envmatrix.reporting.bench_tables import busbw_by_size, collective_title, nccl_tests_rows, timing_label
 
@@ -72,7 +72,7 @@ def test_direct_launch_path_stays_off_without_cuda_and_rows_say_torch():
 def test_direct_buffers_are_the_first_bytes_of_one_arena_per_direction_like_nccl_tests():
     import torch
 
-    from envmatrix.rank.bench_engine import BenchContext
+    from envmatrix.rank.collective_timer import BenchContext
     from envmatrix.rank.nccl_direct import Arena, arena
 
     c = BenchContext(None, torch, torch.device("cpu"), 0, 2, 2, "float32")

@@ -17,7 +17,7 @@ SCRIPT = textwrap.dedent(
     """
     import json, sys
     import torch, torch.distributed as dist
-    from envmatrix.rank.bench_engine import BenchContext, run_bench
+    from envmatrix.rank.collective_timer import BenchContext, run_bench
     rank, world, ppn, port = (int(a) for a in sys.argv[1:5])
     bench = json.loads(sys.argv[5])
     dist.init_process_group("gloo", rank=rank, world_size=world, init_method="tcp://127.0.0.1:%d" % port)

@@ -1,7 +1,7 @@
 """The one collectives table: name, nccl-tests binary, busbw factor, in-rank builder.
 
 The bench formulas, the nccl-tests parser (binary -> collective), the rank
-bench engine (rank/bench_engine.py: builder functions, direct launches,
+bench engine (rank/collective_timer.py: builder functions, direct launches,
 blocking-only patterns) and the tuner-file export (search/export.py) all read :data:`ALL`; adding a collective is one row
 here plus its builder function in the engine.
 
@@ -32,7 +32,7 @@ class CollectiveSpec:
     factor: Optional[Callable[[int], float]]  # None: no bus bandwidth defined
     split_by_ranks: bool  # element count must divide by n (per-rank chunks)
     nccl_tests_binary: Optional[str]
-    builder: str  # name of the builder function in envmatrix.rank.bench_engine
+    builder: str  # name of the builder function in envmatrix.rank.collective_timer
     # launched straight into libnccl by the direct path (rank/nccl_direct.py) when that is available
     direct: bool = False
     # a data dependency inside (a local sum, a reused send buffer): each call completes before the next

@@ -27,7 +27,7 @@ def serve() -> int:
     import torch  # noqa: F401 - the point of the pool: imported once, not per run
     import torch.distributed  # noqa: F401
 
-    from envmatrix.rank import bench_engine, main as rank_main  # noqa: F401 - bench_engine: imported once too
+    from envmatrix.rank import collective_timer, main as rank_main  # noqa: F401 - collective_timer: imported once too
 
     _say({"ready": os.getpid()})
     for line in sys.stdin:

@@ -133,7 +133,7 @@ class BuiltinProbe(Probe):
         bench = params.get("bench")
         if bench:
             # Per rank: the direct launches' two ncclMemAlloc buffers of -e bytes, and torch's send and receive
-            # buffers of the largest size (rank/bench_engine.py).
+            # buffers of the largest size (rank/collective_timer.py).
             return 4 * int(bench["max_bytes"])
         return 2 * 4 * int(params.get("numel") or 0) * max(1, world)  # the checks' float32 send and gathered receive
 

@@ -231,7 +231,7 @@ def main() -> int:
     bench = spec.get("bench")
     if bench:
         try:
-            from envmatrix.rank.bench_engine import BenchContext, run_bench
+            from envmatrix.rank.collective_timer import BenchContext, run_bench
 
             reporter.phase("bench")
             t0 = time.perf_counter()

@@ -226,7 +226,7 @@ def run_pairwise(c: Any, name: str, sizes: list[int], iters: int, warmup: int, c
     import statistics
 
     from envmatrix.bench.sizes import aligned_count
-    from envmatrix.rank.bench_engine import BUILDERS, _barrier, _timed_blocking
+    from envmatrix.rank.collective_timer import BUILDERS, barrier, timed_blocking
 
     rows = []
     rounds = c.pair_rounds or [default_round(c)]
@@ -239,13 +239,13 @@ def run_pairwise(c: Any, name: str, sizes: list[int], iters: int, warmup: int, c
                 if c.enter is not None:
                     c.enter(f"{name}@{size} round {number}")
                 run, verify = BUILDERS[name](c, count)
-                _barrier(c)
+                barrier(c)
                 for _ in range(warmup):
                     run()
                 c.sync()
-                _barrier(c)
+                barrier(c)
                 scale = getattr(run, "time_scale", 1.0)
-                times = [t * scale for t in _timed_blocking(c, run, iters)]
+                times = [t * scale for t in timed_blocking(c, run, iters)]
                 wrong = verify() if check else None
                 pair = my_pair(c)
                 c.round_pairs = None

@@ -6,7 +6,7 @@ import pytest
 
 from envmatrix.bench.formulas import ALL, COLLECTIVES, bandwidths
 from envmatrix.parsers.nccl_tests import COLLECTIVE_OF_BINARY, collective_of
-from envmatrix.rank import bench_engine
+from envmatrix.rank import collective_timer
 
 # Written out from NVIDIA nccl-tests doc/PERFORMANCE.md ("Bus bandwidth" section) and src/alltoall.cu /
 # src/sendrecv.cu (not in the doc), independently of formulas.py.
@@ -23,14 +23,14 @@ NCCL_TESTS_BUS_FACTOR = {
 
 @pytest.mark.parametrize("name", sorted(ALL))
 def test_every_row_has_a_builder_in_the_rank_engine(name):
-    builder = getattr(bench_engine, ALL[name].builder, None)
-    assert callable(builder), f"{name}: bench_engine has no {ALL[name].builder}"
-    assert bench_engine.BUILDERS[name] is builder
+    builder = getattr(collective_timer, ALL[name].builder, None)
+    assert callable(builder), f"{name}: collective_timer has no {ALL[name].builder}"
+    assert collective_timer.BUILDERS[name] is builder
 
 
 def test_engine_lists_no_collective_outside_the_table():
-    assert set(bench_engine.BUILDERS) == set(ALL)
-    assert not hasattr(bench_engine, "DIRECT_COLLECTIVES") and not hasattr(bench_engine, "_BLOCKING_ONLY")
+    assert set(collective_timer.BUILDERS) == set(ALL)
+    assert not hasattr(collective_timer, "DIRECT_COLLECTIVES") and not hasattr(collective_timer, "_BLOCKING_ONLY")
 
 
 @pytest.mark.parametrize("name", sorted(COLLECTIVES))
@@ -68,4 +68,4 @@ def test_tuner_names_are_nccls_and_the_export_reads_them_from_the_table():
 
 def test_blocking_patterns_are_measured_call_by_call():
     for name, spec in ALL.items():
-        assert (bench_engine.effective_timing("host", name) == "blocking") == spec.blocking_only
+        assert (collective_timer.effective_timing("host", name) == "blocking") == spec.blocking_only

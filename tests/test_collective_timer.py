@@ -9,7 +9,7 @@ SCRIPT = textwrap.dedent(
     """
     import json, os, sys
     import torch, torch.distributed as dist
-    from envmatrix.rank.bench_engine import BenchContext, run_bench, BUILDERS
+    from envmatrix.rank.collective_timer import BenchContext, run_bench, BUILDERS
     dist.init_process_group("gloo", rank=0, world_size=1, init_method="tcp://127.0.0.1:%d" % int(sys.argv[1]))
     ctx = BenchContext(dist, torch, torch.device("cpu"), 0, 1, 1, "float32")
     markers = []

@@ -1,4 +1,4 @@
-"""Rank-side bench: timed, value-checked collectives over a size sweep (imports torch lazily).
+"""The collective timer: the rank side of a bench, timing and value-checking collectives over a size sweep.
 
 Per collective: nccl-tests' warm-up over every size first; then per size ``iters`` launches timed as the chosen timing mode says
 (envmatrix/bench/timing.py; default: nccl-tests' host-clock window), then a fresh run whose result is compared with the exact
@@ -347,7 +347,7 @@ def _start_together(c: BenchContext, stream: Any = None) -> None:
     """nccl-tests barriers before starting the clock, so rank skew stays out of the window; torch's all_reduce
     alone leaves the last rank behind by its post-launch bookkeeping, a direct allreduce on the timed stream
     (default: the current one) does not."""
-    _barrier(c)
+    barrier(c)
     if c.direct is not None:
         stream = stream if stream is not None else c.torch.cuda.current_stream(c.device)
         c.direct.meet(ctypes.c_void_p(stream.cuda_stream), stream.synchronize)
@@ -458,7 +458,7 @@ def _timed_hidden(c: BenchContext, run: Callable[..., list], iters: int) -> floa
     return start.elapsed_time(end) * 1e3 / iters
 
 
-def _timed_blocking(c: BenchContext, run: Callable[..., list], iters: int) -> list[float]:
+def timed_blocking(c: BenchContext, run: Callable[..., list], iters: int) -> list[float]:
     """Per-call host times in microseconds, each call completed (stream synced) before the next."""
     times = []
     for _ in range(iters):
@@ -487,7 +487,7 @@ def effective_timing(requested: str, collective: str) -> str:
     return "blocking" if ALL[collective].blocking_only or requested == "blocking" else requested
 
 
-def _barrier(c: BenchContext) -> None:
+def barrier(c: BenchContext) -> None:
     flag = c.torch.ones(1, device=c.device)
     c.dist.all_reduce(flag)
     c.sync()
@@ -498,7 +498,7 @@ def _attach_direct(c: BenchContext, collectives: list[str], sizes: list[int], ma
     from envmatrix.rank.launch_window import compiled_windows
     from envmatrix.rank.nccl_direct import arena, attach
 
-    _barrier(c)  # torch creates its communicator lazily: make sure it exists before taking its pointer
+    barrier(c)  # torch creates its communicator lazily: make sure it exists before taking its pointer
     c.direct = attach(c.dist, c.torch, c.device, str(c.dtype).replace("torch.", ""), c.world)
     if c.direct is None:
         return
@@ -562,12 +562,12 @@ def run_bench(
             if c.enter is not None:
                 c.enter(f"{name}@{size}")
             run, verify = BUILDERS[name](c, count)
-            _barrier(c)
+            barrier(c)
             # builders without a direct path (reduce, p2p patterns) ignore c.direct
             launch = "direct" if (c.direct is not None and used in DIRECT_TIMINGS and spec.direct) else "torch"
             capture = None
             if used == "blocking":
-                times = _timed_blocking(c, run, iters)
+                times = timed_blocking(c, run, iters)
                 mean = sum(times) / len(times)
             else:
                 # one timed window, as nccl-tests: its mean is this rank's only sample
