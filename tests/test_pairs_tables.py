@@ -70,3 +70,20 @@ def test_heatmap_html_is_self_contained():
     page = heatmap_html("uni GB/s", ["GPU0", "GPU1"], {(0, 1): 10.0, (1, 0): 5.0}, {(0, 1): "NV18 P2P/CUMEM"})
     assert "<table" in page and "NV18 P2P/CUMEM" in page and "hsl(120" in page and "hsl(0" in page
     assert "http" not in page
+
+
+def test_report_heatmaps_from_stored_pair_results():
+    from pathlib import Path
+
+    from envmatrix.reporting.pairs_tables import report_heatmaps
+    from envmatrix.results import ProbeResult, RankResult
+
+    topo = (Path(__file__).parent / "data" / "nvidia_topo" / "dgx1v_8gpu_topo_m.txt").read_text()
+    gpu = ProbeResult("k", {"name": "baseline"}, "1x2", {}, "nccl", "local", "pass", metrics=_gpu_metrics(),
+                      host={"topology": topo})
+    hosts = ProbeResult("h", {"name": "env"}, "2x1", {}, "gloo", "mpirun", "pass", metrics=_gpu_metrics(),
+                        ranks=[RankResult(0, hostname="node0"), RankResult(1, hostname="node1")])
+    other = ProbeResult("o", {"name": "env"}, "1x2", {}, "gloo", "local", "pass", metrics=[])
+    gpu_html, host_html = report_heatmaps([gpu, hosts, other])
+    assert "baseline on 1x2 (nccl): one way GB/s at 1M" in gpu_html and "NV1" in gpu_html and "GPU1" in gpu_html
+    assert "node1" in host_html and "GPU" not in host_html

@@ -10,6 +10,7 @@ from typing import Optional
 from envmatrix.reporting import plots
 from envmatrix.reporting.conditions_tables import pattern_blocks
 from envmatrix.reporting.hosts import HOST_COLUMNS, host_cells, host_rows
+from envmatrix.reporting.pairs_tables import report_heatmaps
 from envmatrix.reporting.html_model import RunData, build_curves, build_matrix_model
 
 REPORT_NAME = "report.html"
@@ -66,6 +67,7 @@ def render_html(data: RunData, title: Optional[str] = None) -> str:
         "bisects": [(b, Markup(plots.bisect_trail(b))) for b in data.bisects],
         "conditions": [(block, Markup(plots.conditions_plot(block))) for block in pattern_blocks(cells)
                        if any(value != "unshaped" for _, value in block.conditions)],
+        "pairs": [Markup(h) for h in report_heatmaps(data.results)],  # bench --pairs (reporting/pairs_tables.py)
         "search_history": Markup(plots.search_history(search)) if search and search.trials else None,
         "search_importances": Markup(plots.search_importances(search)) if search and search.importances else None,
         "search_parallel": (Markup(plots.search_parallel(search))

@@ -228,3 +228,28 @@ def host_pair_rows(metrics: Sequence[Mapping[str, Any]], net: Sequence[Mapping[s
             (judged or {}).get((recv, send), ""),
         ))
     return rows
+
+
+def report_heatmaps(results: Sequence[Any]) -> list[str]:
+    """The HTML report's pair section: per stored pair test, one way GB/s per ordered pair at its largest size
+    (row: sender, column: receiver), each cell noted with its ``nvidia-smi topo -m`` link where the run's host
+    facts recorded the matrix."""
+    from envmatrix.parsers.nvidia_topo import parse_topo_matrix
+
+    out = []
+    for result in results:
+        uni = [m for m in result.metrics if m.get("collective") == "pair_uni" and m.get("pair")]
+        if not uni:
+            continue
+        largest = max(m["size_bytes"] for m in uni)
+        values = {tuple(int(x) for x in m["pair"]): headline_bw(m) for m in uni if m["size_bytes"] == largest}
+        world = max(max(p) for p in values) + 1
+        gpus = result.backend == "nccl" and result.grid.startswith("1x")
+        names = {r.rank: r.hostname for r in result.ranks if r.hostname}
+        hosts = [names.get(i, f"node{i}") for i in range(world)]
+        labels = ([f"GPU{i}" for i in range(world)] if gpus
+                  else hosts if len(set(hosts)) == world else [f"node{i}" for i in range(world)])  # emulated: one name
+        links = parse_topo_matrix((result.host or {}).get("topology") or "").links if gpus else {}
+        title = f"{result.setup_name} on {result.grid} ({result.backend}): one way GB/s at {format_size(largest)}"
+        out.append(heatmap_html(title, labels, values, {p: links.get(p, "") for p in values}))
+    return out
