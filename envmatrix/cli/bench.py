@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from envmatrix.bench.timing import DEFAULT_TIMING, TIMINGS
-from envmatrix.cli.common import LineProgress, add_command, add_threshold_flags, make_console, print_outputs, request_from
+from envmatrix.cli.common import LineProgress, add_command, add_emulate_hosts_flag, add_threshold_flags, make_console, print_outputs, request_from
 
 EXAMPLES = """examples:
   envmatrix bench --grid 1x4 -b 64M -e 1G -f 4 -c allreduce,allgather,alltoall
@@ -41,6 +41,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--timeout", type=float, default=600.0, help="probe timeout in seconds (default 600)")
     p.add_argument("--backends", metavar="LIST", help="e.g. gloo,nccl: the same bench on each backend, side by side (seed 000)")
     p.add_argument("--rerun", action="store_true", help="measure again even if the store has this exact run")
+    add_emulate_hosts_flag(p)
     add_threshold_flags(p)
     who = p.add_argument_group("who talks to whom (docs/pairs.md)")
     who.add_argument("--pairs", choices=("gpus", "hosts"), help="gpus: every GPU pair of this host (one per setup of "

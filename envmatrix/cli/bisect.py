@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from envmatrix.cli.common import add_command, make_console, print_outputs, request_from
+from envmatrix.cli.common import add_command, add_emulate_hosts_flag, make_console, print_outputs, request_from
 
 EXAMPLES = """Every failure signature (outcome + root-cause line) gets its own culprit search; an init failure masks later
 ones, so once a signature's culprits are proven the env without them is probed and bisected again until it passes.
@@ -64,6 +64,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--allow-ignored-vars", action="store_true",
                    help="bisect even when the backend reads none of the variables (e.g. to check env delivery)")
     p.add_argument("--rerun", action="store_true", help="probe again even when the store has the same env")
+    add_emulate_hosts_flag(p)
     p.set_defaults(func=cmd_bisect)
 
 

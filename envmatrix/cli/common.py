@@ -33,10 +33,24 @@ def add_threshold_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tolerance", metavar="PCT", help="with --baseline: allowed drop, e.g. 10%% (default), 2.5 or 0.05")
 
 
+# --emulate-hosts is config content said as a flag: the local launcher's option, so it joins the run keys like any.
+EMULATE_HOSTS_OVERRIDE = "++launcher_opts.local.emulate_hosts=true"
+
+
+def add_emulate_hosts_flag(p: argparse.ArgumentParser) -> None:
+    """``--emulate-hosts`` on the commands that launch ranks (sweep, bench, bisect, search)."""
+    p.add_argument("--emulate-hosts", action="store_true",
+                   help="ranks of a grid larger than the visible GPUs share them as emulated hosts (a NCCL_HOSTID and "
+                        "a hostname emh0.. each; NET between hosts): pass/fail and transport as on a cluster, bandwidth "
+                        "not representative (same as launcher_opts.local.emulate_hosts=true; launcher=local only)")
+
+
 def request_from(cls: type[Request], args: argparse.Namespace, **given: Any) -> Request:
     """The request ``cls`` (a frozen dataclass of app/) from the parsed arguments of the same names; ``given``
     sets the fields named otherwise on the command line. Lists become tuples: a request is immutable."""
     values = {f.name: getattr(args, f.name) for f in dataclasses.fields(cls) if hasattr(args, f.name)}
+    if getattr(args, "emulate_hosts", False) and "overrides" in values:
+        values["overrides"] = [*values["overrides"], EMULATE_HOSTS_OVERRIDE]
     values.update(given)
     return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in values.items()})
 

@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from envmatrix.cli.common import add_command, make_console, print_outputs, request_from
+from envmatrix.cli.common import add_command, add_emulate_hosts_flag, make_console, print_outputs, request_from
 
 SEARCH_EXAMPLES = """examples:
   envmatrix search conf=search_demo                        # TPE, SQLite study in reports/runs/<name>/
@@ -28,6 +28,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dry-run", action="store_true", help="print the space, objectives and settings; launch and write nothing")
     p.add_argument("--allow-ignored-vars", action="store_true",
                    help="search even when the backend reads none of the searched variables (the result will be noise)")
+    add_emulate_hosts_flag(p)
     p.set_defaults(func=cmd_search)
 
 

@@ -9,7 +9,7 @@ import argparse
 import json
 import sys
 
-from envmatrix.cli.common import LineProgress, add_command, add_threshold_flags, make_console, print_outputs, request_from
+from envmatrix.cli.common import LineProgress, add_command, add_emulate_hosts_flag, add_threshold_flags, make_console, print_outputs, request_from
 from envmatrix.errors import EXIT_OK
 
 EXAMPLES = """examples:
@@ -37,6 +37,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--jobs", default="1", metavar="N|auto", help="runs side by side on disjoint GPU sets (CPU: bounded by cores); auto never packs bench probes")
     p.add_argument("--no-pool", action="store_true", help="start every rank cold (no warm pool of torch-imported forks)")
     add_threshold_flags(p)
+    add_emulate_hosts_flag(p)
     p.set_defaults(func=cmd_sweep)
 
 

@@ -104,13 +104,37 @@ def ranks_elsewhere(launcher: Any) -> bool:
 
 def check_grids_fit(grids: Sequence[Grid], backend: str, gpus: int, max_cpu_ranks: int, launcher: Any) -> None:
     """planning.check_fits where ``launcher`` puts the ranks: this host, or one node per host given."""
-    check_fits(grids, backend, gpus, max_cpu_ranks, launcher.node_hosts(os.environ), socket.gethostname())
+    check_fits(grids, backend, gpus, max_cpu_ranks, launcher.node_hosts(os.environ), socket.gethostname(),
+               emulate_hosts=launcher.emulates_hosts)
+
+
+def check_shared_gpus(grids: Sequence[Grid], backend: str, gpus: int, launcher: Any, probe: Any, spec: ProbeSpec) -> None:
+    """PlanError (exit 2, one line) where ranks sharing GPUs as emulated hosts cannot fit: GPU memory (per rank a
+    CUDA context, NCCL's buffers and the probe's) or an exclusive compute mode. Asks nvidia-smi only then."""
+    if backend != "nccl" or not launcher.emulates_hosts or not any(g.world > gpus for g in grids):
+        return
+    from envmatrix.execution.hostinfo import gpu_capacity
+    from envmatrix.planning.placement import check_capacity, place
+
+    capacity = gpu_capacity()
+    for grid in grids:
+        check_capacity(place(grid, backend, gpus, True), grid, capacity, probe.rank_buffer_bytes(spec, grid.world))
+
+
+def check_emulate_hosts_launcher(data: Mapping[str, Any]) -> None:
+    """--emulate-hosts (launcher_opts.local.emulate_hosts) places ranks of the local launcher; any other launcher
+    places its ranks itself, so the flag would say nothing there."""
+    local = ((data.get("launcher_opts") or {}).get("local") or {})
+    launcher = str(data["launcher"])
+    if launcher != "local" and local.get("emulate_hosts") not in (None, False):
+        raise ConfigError(f"--emulate-hosts (launcher_opts.local.emulate_hosts): only with launcher=local; launcher={launcher} "
+                          f"places its ranks itself (emulated nodes there: launcher_opts.{launcher}.emulate)")
 
 
 def check_launcher_opts(opts: Mapping[str, Any]) -> None:
     """launcher_opts is keyed by launcher name; an option one level too high is named as such."""
     from envmatrix.launchers import get_launcher, launcher_names
-    from envmatrix.launchers.shim import COMMON_OPTIONS
+    from envmatrix.launchers.shim import COMMON_OPTIONS, ShimLauncher
 
     for key, value in opts.items():
         if key in launcher_names():
@@ -118,8 +142,10 @@ def check_launcher_opts(opts: Mapping[str, Any]) -> None:
                 raise ConfigError(f"launcher_opts.{key}: {value!r} is not a mapping; allowed: options such as "
                                   f"launcher_opts.{key}.extra_args=[...]")
             # Checked here too, not only at launch, so a dry run or another launcher's block is caught early.
-            defaults = getattr(get_launcher(key), "option_defaults", None)
-            allowed = {**COMMON_OPTIONS, **defaults} if defaults is not None else None
+            named = get_launcher(key)
+            defaults = getattr(named, "option_defaults", None)
+            common = COMMON_OPTIONS if isinstance(named, ShimLauncher) else {}
+            allowed = {**common, **defaults} if defaults is not None else None
             for opt in (value or {}) if allowed is not None else ():
                 if opt not in allowed:
                     raise ConfigError(f"launcher_opts.{key}: unknown key {opt!r}{did_you_mean(str(opt), allowed)}; "
@@ -159,6 +185,7 @@ def resolve(
     where = conf_file.name
     name = check_name(data.get("name") or conf_file.stem, "name")  # it names the run directory
     check_launcher_opts(data.get("launcher_opts") or {})
+    check_emulate_hosts_launcher(data)
     launcher_opts = dict((data.get("launcher_opts") or {}).get(str(data["launcher"])) or {})
     launcher = configure_launcher(str(data["launcher"]), launcher_opts, tuple(data.get("hosts") or ()))
     backend = resolve_backend(str(data["backend"]), gpus, ranks_elsewhere(launcher))
@@ -176,6 +203,7 @@ def resolve(
     probe_params = dict(data.get("probe") or {})
     probe = get_probe(str(probe_params.pop("name", "builtin")))
     spec = probe.spec(probe_params, where="probe", backend=backend)
+    check_shared_gpus(grids, backend, gpus, launcher, probe, spec)
     from envmatrix.config.expect import parse_expect
 
     expectations = parse_expect(data.get("expect"), where)

@@ -222,6 +222,7 @@ def probe_result(run: Run, probe: Probe, launched: Launched, collected: Collecte
         nccl=nccl,
         argv=[list(proc.argv) for proc in launched.plan.processes],
         hang=hang,
+        placement=dict(launched.plan.placement),
     )
 
 

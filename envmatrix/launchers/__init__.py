@@ -32,6 +32,8 @@ def configure_launcher(
 
     cls = type(get_launcher(name))
     if not issubclass(cls, ShimLauncher):
+        if getattr(cls, "option_defaults", None) is not None:
+            return cls(options=dict(options or {}))  # type: ignore[call-arg]  (the local launcher's emulate_hosts)
         if options:
             raise ConfigError(f"launcher_opts.{name}: launcher {name!r} takes no options")
         return cls()

@@ -23,6 +23,8 @@ class RankSlot:
     device: Optional[int]  # GPU index on the host, None on CPU
     # Where the launcher is told to start the rank; names the host of a rank that died before it could say.
     host: Optional[str] = None
+    # Its NCCL_HOSTID when the launcher places ranks as emulated hosts (planning.placement); None: the launcher's way.
+    host_id: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -48,6 +50,9 @@ class LaunchPlan:
     process_of_rank: Optional[tuple[int, ...]] = None
     # Files holding each rank's output; None: the hosting process's log.
     rank_logs: Optional[tuple[tuple[str, ...], ...]] = None
+    # Where the ranks sit on this host's GPUs (planning.placement.Placement.to_json), stored with the result;
+    # {} for a launcher whose ranks another program places (mpirun, srun, torchrun).
+    placement: Mapping[str, object] = field(default_factory=dict)
 
     def process_index(self, rank: int) -> int:
         return rank if self.process_of_rank is None else self.process_of_rank[rank]
@@ -74,6 +79,9 @@ class Launcher(abc.ABC):
     reports_env: bool = False
     # True: its processes are ranks forked on this host, so the warm pool (execution/pool.py) may start them.
     uses_warm_pool: bool = False
+    # True: ranks may share this host's GPUs as emulated hosts (local launcher, --emulate-hosts): grids larger
+    # than the GPUs are placed round-robin (planning.placement) instead of refused.
+    emulates_hosts: bool = False
 
     @abc.abstractmethod
     def build(self, run: Run, ctx: LaunchContext) -> LaunchPlan:

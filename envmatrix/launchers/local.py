@@ -2,25 +2,27 @@
 
 With distinct NCCL_HOSTIDs NCCL hashes the ranks as different hosts, so P2P
 and SHM are off between them and traffic takes the NET transport (NET/Socket
-over loopback here): a node x ppn grid emulated on one box.
+over loopback here): a node x ppn grid emulated on one box. Where each rank goes
+(its GPU, host id, emulated host name) is planning.placement's; option
+``emulate_hosts: true`` (``--emulate-hosts``) lets ranks share the GPUs as emulated
+hosts and record the host they ran as (emh0, emh1, ...).
 """
 
 from __future__ import annotations
 
 import os
 import socket
+from typing import Any, Mapping, Optional
 
+from envmatrix.boundary import EMULATED_HOST_VAR, RESULT_DIR_VAR, ProcessSpec
 from envmatrix.env.merge import compose_rank_env
-from envmatrix.boundary import RESULT_DIR_VAR, ProcessSpec
+from envmatrix.errors import ConfigError
 from envmatrix.launchers.base import LaunchContext, Launcher, LaunchPlan, RankSlot, register
+from envmatrix.planning.placement import Placement, emulated_hostid, place
 from envmatrix.planning.plan import Run
 
 # Below the setup's atoms, so a setup can still name another interface.
 LOOPBACK_DEFAULTS = {"GLOO_SOCKET_IFNAME": "lo", "NCCL_SOCKET_IFNAME": "lo"}
-
-
-def emulated_hostid(node: int) -> str:
-    return f"envmatrix-node{node}"
 
 
 def rank_vars(run: Run, slot: RankSlot, ctx: LaunchContext) -> dict[str, str]:
@@ -41,9 +43,20 @@ def rank_vars(run: Run, slot: RankSlot, ctx: LaunchContext) -> dict[str, str]:
     }
     if slot.device is not None:
         env["ENVMATRIX_DEVICE"] = str(slot.device)
-    if grid.nodes > 1:
+    if slot.host_id:
+        env["NCCL_HOSTID"] = slot.host_id
+    elif grid.nodes > 1:
         env["NCCL_HOSTID"] = emulated_hostid(slot.node)
     return env
+
+
+def check_emulate_hosts(value: Any, where: str = "launcher_opts.local.emulate_hosts") -> bool:
+    """``emulate_hosts``: true/false, or {namespaces: true|false}; ConfigError (one line) otherwise."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, Mapping) and set(value) <= {"namespaces"} and all(isinstance(v, bool) for v in value.values()):
+        return True
+    raise ConfigError(f"{where}: {value!r} not allowed; allowed: true, false or {{namespaces: true|false}}")
 
 
 @register
@@ -54,16 +67,27 @@ class LocalLauncher(Launcher):
     uses_warm_pool = True
     forwards_stack_signal = True
     reports_env = False  # ranks start without the shim (no rank{R}.env.json); a probe's own env echo is still checked
+    option_defaults = {"emulate_hosts": False}
+
+    def __init__(self, options: Optional[Mapping[str, Any]] = None) -> None:
+        opts = dict(options or {})
+        unknown = sorted(set(opts) - set(self.option_defaults))
+        if unknown:
+            raise ConfigError(f"launcher_opts.local: unknown key {unknown[0]!r}; allowed: {', '.join(self.option_defaults)}")
+        value = opts.get("emulate_hosts", False)
+        self.emulates_hosts = check_emulate_hosts(value)
+        self.namespaces = isinstance(value, Mapping) and bool(value.get("namespaces"))
+
+    def placement(self, run: Run, gpus: int) -> Placement:
+        return place(run.grid, run.backend, gpus, self.emulates_hosts)
 
     def slots(self, run: Run, gpus: int) -> tuple[RankSlot, ...]:
-        grid = run.grid
-        use_gpu = run.backend == "nccl"
-        return tuple(
-            RankSlot(r, grid.node_of(r), grid.local_rank_of(r), r if use_gpu else None, socket.gethostname())
-            for r in range(grid.world)
-        )
+        here = socket.gethostname()
+        return tuple(RankSlot(p.rank, p.node, p.local_rank, p.device, p.hostname or here, p.host_id)
+                     for p in self.placement(run, gpus).ranks)
 
     def build(self, run: Run, ctx: LaunchContext) -> LaunchPlan:
+        placement = self.placement(run, ctx.gpus)
         slots = self.slots(run, ctx.gpus)
         envs = []
         procs = []
@@ -72,7 +96,8 @@ class LocalLauncher(Launcher):
                 inherited=ctx.inherited_env,
                 harness_defaults=LOOPBACK_DEFAULTS,
                 atoms=run.setup.atoms,
-                rank_vars={**ctx.probe_env, **rank_vars(run, slot, ctx)},
+                rank_vars={**ctx.probe_env, **rank_vars(run, slot, ctx),
+                           **({EMULATED_HOST_VAR: slot.host} if placement.emulated_hosts else {})},
                 pins=ctx.pins,
             )
             envs.append(env)
@@ -85,4 +110,4 @@ class LocalLauncher(Launcher):
                     cwd=ctx.workdir,
                 )
             )
-        return LaunchPlan(tuple(procs), slots, tuple(envs))
+        return LaunchPlan(tuple(procs), slots, tuple(envs), placement=placement.to_json())
