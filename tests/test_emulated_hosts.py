@@ -80,6 +80,71 @@ def test_emulate_hosts_is_refused_for_a_launcher_that_places_ranks_itself(cli, t
     assert len(done.stderr.strip().splitlines()) == 1
 
 
+def _one_gpu(cli, tmp_path, mode: str, memory_mib: int) -> None:
+    """This host shows one GPU in ``mode`` with ``memory_mib``: an nvidia-smi on PATH printing what the real one
+    prints for both queries envmatrix makes (the parsers are tested on recorded text in test_placement.py)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "nvidia-smi").write_text(
+        "#!/bin/sh\ncase \"$1\" in\n"
+        f"  --query-gpu=compute_mode,memory.total) echo '{mode}, {memory_mib} MiB' ;;\n"
+        "  --query-gpu=*) echo '0, NVIDIA H100 80GB HBM3, 570.00, 00000000:18:00.0' ;;\n"
+        "  *) exit 0 ;;\nesac\n")
+    (bin_dir / "nvidia-smi").chmod(0o755)
+    cli.env["PATH"] = f"{bin_dir}:{cli.env['PATH']}"
+
+
+NCCL_ONE_GPU = """
+name: emulated_refusals
+backend: nccl
+grids: [1x1, 2x2]
+setups:
+  ok: {}
+"""
+
+
+@pytest.mark.parametrize("mode,memory_mib,extra,line", [
+    ("Exclusive_Process", 81559, (), "grids: 2x2 shares GPU 0 among 4 ranks but its compute mode is Exclusive_Process"),
+    ("Default", 8192, ("probe.bench.max_bytes=1G",),
+     "grids: 2x2 puts 4 ranks on GPU 0 needing about 19.0 GiB (4.75 GiB each: CUDA context, NCCL and probe buffers) "
+     "but it has 8.0 GiB; allowed: at most 1 ranks per GPU"),
+])
+def test_shared_gpu_refusals_are_one_line_exit_2_and_write_nothing(cli, tmp_path, mode, memory_mib, extra, line):
+    _one_gpu(cli, tmp_path, mode, memory_mib)
+    conf = write_conf(tmp_path / "nccl.yaml", NCCL_ONE_GPU)
+    out = tmp_path / "out"
+    done = cli.run("sweep", f"conf={conf}", *extra, "--emulate-hosts", "--out", str(out))
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr.strip().splitlines() == [done.stderr.strip()] and line in done.stderr, done.stderr
+    assert not out.exists()
+    # the same GPU takes the grid when it fits: the plan is made (dry run), nothing refused
+    fits = cli.run("sweep", f"conf={conf}", "--emulate-hosts", "--dry-run", "--out", str(out))
+    assert (fits.returncode == 0) == (mode == "Default"), fits.stdout + fits.stderr
+
+
+SEARCH_ONE_GPU = """
+name: emulated_search
+backend: nccl
+grids: [2x1]
+probe:
+  bench: {collectives: [allreduce], min_bytes: 1M, max_bytes: 4M}
+search:
+  trials: 2
+  space: {NCCL_ALGO: [Ring, Tree]}
+  objective: {collectives: [allreduce], size: 4M}
+"""
+
+
+def test_search_on_shared_gpus_is_refused_unless_its_figures_are_allowed(cli, tmp_path):
+    _one_gpu(cli, tmp_path, "Default", 81559)
+    conf = write_conf(tmp_path / "search.yaml", SEARCH_ONE_GPU)
+    done = cli.run("search", f"conf={conf}", "--emulate-hosts", "--dry-run")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "grids 2x1 would share GPUs as emulated hosts" in done.stderr and "search.allow_shared_gpu_figures=true" in done.stderr
+    allowed = cli.run("search", f"conf={conf}", "--emulate-hosts", "search.allow_shared_gpu_figures=true", "--dry-run")
+    assert allowed.returncode == 0, allowed.stdout + allowed.stderr
+
+
 def _gpus() -> int:
     if not shutil.which("nvidia-smi"):
         return 0

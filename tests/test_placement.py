@@ -112,3 +112,26 @@ def test_unknown_capacity_refuses_nothing():
     p = place(Grid(2, 8), "nccl", 1, True)
     check_capacity(p, Grid(2, 8), [], 100 * GIB)
     check_capacity(p, Grid(2, 8), parse_gpu_capacity("Default, [N/A]\n"), 100 * GIB)
+
+
+def test_busbw_tables_of_shared_gpu_runs_say_not_representative():
+    from envmatrix.reporting.bench_tables import bench_markdown
+    from envmatrix.reporting.formats import render_markdown
+    from envmatrix.reporting.matrix import build_matrix
+    from envmatrix.env.atoms import Setup
+    from envmatrix.planning.plan import ProbeSpec, plan_runs
+    from envmatrix.results import ProbeResult
+
+    (run,) = plan_runs([Setup("ok", ())], [Grid(2, 1)], ProbeSpec("builtin"), "nccl", "local")
+    shared = place(Grid(2, 1), "nccl", 1, emulate_hosts=True)
+    row = {"collective": "allreduce", "size_bytes": 1 << 20, "count": 262144, "dtype": "float32", "time_us": 100.0,
+           "algbw_gbps": 10.5, "busbw_gbps": 10.5, "wrong": 0, "in_place": False, "timing": "host"}
+    result = ProbeResult(run_key=run.key, setup=run.setup.to_json(), grid="2x1", probe={"name": "builtin"},
+                         backend="nccl", launcher="local", outcome="pass", metrics=[row], placement=shared.to_json())
+    assert result.shared_gpu
+    page = bench_markdown(result, "bench")
+    assert "placement: shared-gpu (2 ranks on 1 GPU); **bandwidth not representative" in page
+    matrix = render_markdown(build_matrix([run], [result], ["2x1"]), [result], "sweep")
+    assert "## busbw on 2x1 (largest size benched): bandwidth not representative: ranks shared GPUs" in matrix
+    alone = ProbeResult(**{**result.__dict__, "placement": place(Grid(2, 1), "nccl", 2, True).to_json()})
+    assert "not representative" not in render_markdown(build_matrix([run], [alone], ["2x1"]), [alone], "sweep")

@@ -13,7 +13,7 @@ from typing import Any, Callable, Optional
 from envmatrix import paths as em_paths
 from envmatrix.app.inputs import prepare
 from envmatrix.app.outputs import RunOutputs, write_run_outputs
-from envmatrix.errors import require
+from envmatrix.errors import ConfigError, require
 
 
 @dataclass(frozen=True)
@@ -72,7 +72,21 @@ def plan_search(request: SearchRequest) -> SearchPlan:
     settings = parse_settings(search, where, inp.name, inp.seed)
     space = parse_search_space(search, catalog, pins, where, allow_unknown=request.allow_unknown_vars)
     objectives = parse_objectives(search.get("objective"), f"{where}.objective", [g.label for g in inp.grids])
+    check_shared_gpu_figures(inp, settings, len(gpus), where)
     return SearchPlan(inp, settings, space, objectives, gpus, pins)
+
+
+def check_shared_gpu_figures(inp: Any, settings: Any, gpus: int, where: str) -> None:
+    """A search ranks setups by busbw; ranks sharing a GPU (emulated hosts) measure the GPU's split, not the setup:
+    refused before any trial (exit 2) unless search.allow_shared_gpu_figures says to take them as they are."""
+    from envmatrix.planning.placement import place
+
+    emulates = inp.make_launcher().emulates_hosts
+    shared = [g.label for g in inp.grids if place(g, inp.backend, gpus, emulates).shared]
+    if shared and not settings.allow_shared_gpu_figures:
+        raise ConfigError(f"{where}: grids {', '.join(shared)} would share GPUs as emulated hosts, whose busbw is not "
+                          "representative of the setups; allowed: grids of at most one rank per GPU, or "
+                          "search.allow_shared_gpu_figures=true to rank by those figures anyway")
 
 
 def search(request: SearchRequest, events: SearchEvents = SearchEvents()) -> SearchPlan | SearchResult:
@@ -110,7 +124,7 @@ def search(request: SearchRequest, events: SearchEvents = SearchEvents()) -> Sea
     aborted, confirmed = None, None
     with open_session(inp, run_dir, plan.pins, len(plan.gpus), sweep_id=sweep_id, pool=True) as session:
         session.store.open_sweep(sweep_id, {"config": inp.config, "conf_file": str(inp.conf_file), "study": settings.study_name})
-        evaluator = ProbeEvaluator(session, inp.grids, objectives)
+        evaluator = ProbeEvaluator(session, inp.grids, objectives, settings.allow_shared_gpu_figures)
         measure_baseline(study, evaluator, settings, grids, events)
         try:
             stats = run_search(study, space, objectives, evaluator, settings, listener=events.trial)

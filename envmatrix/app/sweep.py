@@ -121,7 +121,8 @@ def _sweep(request: SweepRequest, listener: Optional[Listener], warn: Callable[[
     run_dir = em_paths.run_dir(request.out, inp.name)
     with open_session(inp, run_dir, pins, len(gpus), lock_for=request.command_line,
                       pool=pool if pool is not None else request.pool, jobs=jobs) as session:
-        preload_renderer()  # the report's imports overlap the runs instead of following them
+        # the report's imports overlap the runs instead of following them; matplotlib only for bench figures
+        preload_renderer(with_figures=bool(inp.probe.params.get("bench")))
         _, results = run_sweep(inp, session, runs, rerun=request.rerun, listener=listener)
         stored = session.store.latest()
     matrix = build_matrix(runs, results, [g.label for g in inp.grids])

@@ -86,13 +86,17 @@ def right_aligned_table(title: str, header: Any, rows: Any) -> Any:
 def print_bench(console: Any, run: Any) -> None:
     from rich.text import Text
 
-    from envmatrix.reporting.bench_tables import NCCL_TESTS_COLUMNS, busbw_by_size, collective_title, nccl_tests_rows, timing_label
+    from envmatrix.reporting.bench_tables import (NCCL_TESTS_COLUMNS, busbw_by_size, collective_title, nccl_tests_rows,
+                                                  shared_gpu_note, timing_label)
 
     result = run.result
     for collective in dict.fromkeys(m["collective"] for m in result.metrics):
         console.print(right_aligned_table(collective_title(result.metrics, collective), NCCL_TESTS_COLUMNS, nccl_tests_rows(result.metrics, collective)))
     if result.metrics:
         console.print(right_aligned_table(f"busbw (GB/s) vs size ({timing_label(result.metrics)})", *busbw_by_size(result.metrics)))
+        note = shared_gpu_note([result])
+        if note:  # ranks shared a GPU as emulated hosts: the tables stand, their meaning does not
+            console.print(Text(f"{note}: pass/fail and transport hold, these figures do not", style="bold yellow"))
     if result.thresholds:
         from envmatrix.reporting.bench_tables import threshold_rows
 
