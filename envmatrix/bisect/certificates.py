@@ -1,4 +1,4 @@
-"""Certificates: the real probes that prove a set of culprit sets (``explain`` or ``strict``, see ``search``)."""
+"""Certificates: the real probes that prove a set of culprit sets (``explain`` or ``strict``, see ``culprits``)."""
 
 from __future__ import annotations
 

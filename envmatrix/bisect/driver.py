@@ -6,7 +6,6 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Sequence
 
-from envmatrix.bisect.peel import complete_strictly as _complete_strictly  # noqa: F401 - tested here
 from envmatrix.bisect.peel import find_all_culprits
 from envmatrix.bisect.certificates import EXPLAIN, STRICT
 from envmatrix.bisect.probe_cache import PASS
@@ -229,10 +228,12 @@ def _busbw(result: ProbeResult) -> Optional[float]:
 
 
 def _repair(ctx: ProbeContext, report: BisectReport, catalog: Any, probe_env: Callable) -> None:
-    """Try every other catalogued value (and unset) of each culprit variable; recommend the best that passes."""
+    """Try every other catalogued value (and unset) of each culprit variable; recommend the best that passes.
+    Each change is probed with the other culprit sets removed: with one of them still set every row would fail."""
     full = report.baseline + report.atoms
     best_changes: dict[str, tuple[Optional[str], Optional[float]]] = {}
     for culprit in report.culprits:
+        others = {a for other in report.culprits if other is not culprit for a in other if a not in culprit}
         for atom in culprit:
             choices: list[Optional[str]] = [None]
             if atom.op == SET and catalog is not None and atom.var in catalog:
@@ -241,7 +242,7 @@ def _repair(ctx: ProbeContext, report: BisectReport, catalog: Any, probe_env: Ca
                 except Exception:  # noqa: BLE001 - free-text domains have no value list: unset only
                     pass
             for value in choices:
-                env = [a for a in full if a != atom] + ([] if value is None else [Atom(atom.var, SET, value)])
+                env = [a for a in full if a != atom and a not in others] + ([] if value is None else [Atom(atom.var, SET, value)])
                 label = f"repair-{atom.var}={'unset' if value is None else value}"
                 result = probe_env(label, env)
                 report.repairs.append(RepairRow(atom.var if atom.op == SET else str(atom), value, result.outcome, _busbw(result), (result.root_cause or {}).get("line")))

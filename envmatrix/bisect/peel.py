@@ -43,7 +43,7 @@ import dataclasses
 
 from envmatrix.bisect.certificates import EXPLAIN, STRICT, certificate_tests
 from envmatrix.bisect.probe_cache import FAIL, PASS, UNRESOLVED, BudgetExhausted, Probes
-from envmatrix.bisect.search import SearchResult, find_culprits
+from envmatrix.bisect.culprits import CulpritResult, find_culprits
 
 Signature = Union[str, tuple]  # "pass", "unresolved", or (outcome, normalised line)
 SigOracle = Callable[[frozenset], Signature]
@@ -108,7 +108,7 @@ class PeelResult:
     trail: list[tuple[frozenset, Signature]]
     final_env: Optional[list[int]] = None  # proven passing env (original indices); None when not proven
     status: str = "ok"  # ok | env passes | baseline fails | budget | incomplete
-    suspects: list[int] = field(default_factory=list)
+    suspects: list[int] = field(default_factory=list)  # atoms not cleared when the search stopped, most suspect first
 
     @property
     def culprits(self) -> list[frozenset]:
@@ -159,7 +159,7 @@ def _settled(cache: _Cache, atoms: frozenset, repeats: int, expected: str = PASS
     return UNRESOLVED
 
 
-def complete_strictly(n: int, oracle: Callable[[frozenset], str], known: dict, found: SearchResult) -> SearchResult:
+def complete_strictly(n: int, oracle: Callable[[frozenset], str], known: dict, found: CulpritResult) -> CulpritResult:
     """Run the strict checks an explain-level answer lacks (each culprit atom unset in the full env: what the
     repair tries first anyway); when one still fails, search on from every outcome seen (strict)."""
     universe = frozenset(range(n))
@@ -168,6 +168,30 @@ def complete_strictly(n: int, oracle: Callable[[frozenset], str], known: dict, f
         return dataclasses.replace(found, trail=found.trail + probes.trail, probes=found.probes + probes.launched)
     more = find_culprits(n, oracle, known=probes.cache, certify=STRICT, budget=10**9)
     return dataclasses.replace(more, trail=found.trail + probes.trail + more.trail, probes=found.probes + probes.launched + more.probes)
+
+
+def _proven_culprit(sigs: dict, atoms: frozenset, target: Signature) -> bool:
+    """``atoms`` is a proven minimal failing set for ``target``: it failed so, and each set one atom smaller passed
+    (the empty set passes once any probe passed: monotone)."""
+    def reads(subset: frozenset) -> Optional[str]:
+        if not subset and any(sig == PASS for sig in sigs.values()):
+            return PASS
+        return read_for(sigs[subset], target) if subset in sigs else None
+
+    return bool(atoms) and reads(atoms) == FAIL and all(reads(atoms - {x}) == PASS for x in atoms)
+
+
+def _ranked_suspects(sigs: dict, universe: list[int], proven: list[frozenset], target: Signature) -> list[int]:
+    """The atoms of ``universe`` outside the proven culprit sets, none cleared, most suspect first: the fewer
+    passing probes held an atom and the more failing ones did, the likelier it belongs to a culprit set."""
+    known = set().union(*proven) if proven else set()
+    reads = [(atoms, read_for(sig, target)) for atoms, sig in sigs.items()]
+
+    def rank(atom: int) -> tuple[int, int, int]:
+        held = [value for atoms, value in reads if atom in atoms]
+        return held.count(PASS), -held.count(FAIL), atom
+
+    return sorted((a for a in universe if a not in known), key=rank)
 
 
 def find_all_culprits(n: int, oracle: SigOracle, *, known: Optional[dict] = None, max_probes: Optional[int] = None,
@@ -185,13 +209,14 @@ def find_all_culprits(n: int, oracle: SigOracle, *, known: Optional[dict] = None
     universe = list(range(n))
 
     def done(status: str, final: Optional[list[int]] = None, suspects: Optional[list[int]] = None) -> PeelResult:
-        return PeelResult(sections, cache.launched, cache.trail, final, status, sorted(suspects or []))
+        return PeelResult(sections, cache.launched, cache.trail, final, status, list(suspects or []))
 
+    target: Signature = UNRESOLVED  # reads nothing as pass or fail until the env's own signature is known
     try:
         target = _settled(cache, frozenset(universe), repeats, FAIL)
         if target == PASS:
             return done("env passes", universe)
-        # exact mode: the search probes the baseline only when no passing probe has proven it (search.py)
+        # exact mode: the search probes the baseline only when no passing probe has proven it (culprits.py)
         if repeats > 1 and _settled(cache, frozenset(), repeats) != PASS:
             return done("baseline fails")
         while True:
@@ -224,9 +249,11 @@ def find_all_culprits(n: int, oracle: SigOracle, *, known: Optional[dict] = None
                 return done("baseline fails")
             culprits = [to_orig(c) for c in res.culprits]
             if res.method == "budget" or cache.launched >= budget and not res.complete:
-                sections.append(Section(target, list(universe), culprits, False, "budget", []))
-                suspects = sorted(set().union(*culprits)) if culprits else list(universe)
-                return done("budget", None, suspects)
+                # At the cap the search's best guess is no answer: only sets the probes proved are culprits,
+                # every other atom of this search stays suspect (nothing short of a complete answer clears one).
+                proven = [c for c in culprits if _proven_culprit(cache.sigs, c, target)]
+                sections.append(Section(target, list(universe), proven, False, "budget", []))
+                return done("budget", None, _ranked_suspects(cache.sigs, universe, proven, target))
             if not culprits:
                 sections.append(Section(target, list(universe), [], False, res.method, []))
                 return done("incomplete", None, list(universe))
@@ -247,5 +274,4 @@ def find_all_culprits(n: int, oracle: SigOracle, *, known: Optional[dict] = None
             if target != PASS and (target == UNRESOLVED or not isinstance(target, tuple)):
                 return done("incomplete", None, rest)
     except _Budget:
-        suspects = list(universe)
-        return done("budget", None, suspects)
+        return done("budget", None, _ranked_suspects(cache.sigs, universe, [], target))

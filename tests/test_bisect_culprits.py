@@ -1,4 +1,4 @@
-"""envmatrix.bisect.search: every minimal failing set, proven by real probes, with a probe cache."""
+"""envmatrix.bisect.culprits: every minimal failing set, proven by real probes, with a probe cache."""
 
 from __future__ import annotations
 
@@ -222,30 +222,30 @@ def test_explain_certificate_can_hold_for_an_incomplete_answer_strict_cannot():
 def test_driver_completes_an_explain_answer_strictly():
     """The bisect driver's follow-up to an explain answer that missed an overlapping set: the strict checks
     (each culprit atom dropped from the full env), then a strict search from every outcome seen."""
-    from envmatrix.bisect.driver import _complete_strictly
-    from envmatrix.bisect.search import SearchResult
+    from envmatrix.bisect.peel import complete_strictly
+    from envmatrix.bisect.culprits import CulpritResult
 
     n, truth = 8, [{0, 1}, {0, 2}]
     universe = frozenset(range(n))
     oracle = Oracle(truth)
     explain_checks = [a for a, _ in certificate_tests(universe, [frozenset({0, 1})], "explain")]
     trail = [(a, oracle(a)) for a in explain_checks]
-    first = SearchResult([frozenset({0, 1})], len(trail), trail, complete=True)
+    first = CulpritResult([frozenset({0, 1})], len(trail), trail, complete=True)
     known = {frozenset(): PASS, universe: FAIL}
-    done = _complete_strictly(n, oracle, known, first)
+    done = complete_strictly(n, oracle, known, first)
     assert sorted(map(sorted, done.culprits)) == [[0, 1], [0, 2]] and done.complete
     assert len(oracle.launches) == len(set(oracle.launches)) == done.probes  # nothing launched twice
     assert universe - {1} in oracle.launches
 
 
 def test_driver_keeps_a_strictly_complete_explain_answer():
-    from envmatrix.bisect.driver import _complete_strictly
+    from envmatrix.bisect.peel import complete_strictly
 
     n, truth = 8, [{3, 5}]
     oracle = Oracle(truth)
     known = {frozenset(): PASS, frozenset(range(n)): FAIL}
     first = find_culprits(n, oracle, known=dict(known), certify="explain")
-    done = _complete_strictly(n, oracle, known, first)
+    done = complete_strictly(n, oracle, known, first)
     assert done.culprits == first.culprits == [frozenset({3, 5})]
     # at most the two single-atom drops were added, and only those
     extra = oracle.launches[first.probes:]

@@ -73,11 +73,11 @@ from envmatrix.bisect.selection import LAMBDA, choose_test
 # probes the baseline only once about log2(1 / BASELINE_FAILS) probes in a row have failed.
 BASELINE_FAILS = 0.02
 
-__all__ = ["EXPLAIN", "FAIL", "PASS", "STRICT", "UNRESOLVED", "HypothesisClass", "SearchResult", "find_culprits"]
+__all__ = ["EXPLAIN", "FAIL", "PASS", "STRICT", "UNRESOLVED", "HypothesisClass", "CulpritResult", "find_culprits"]
 
 
 @dataclass
-class SearchResult:
+class CulpritResult:
     culprits: list[frozenset]  # the minimal failing subsets (atom indices)
     probes: int  # probes launched (repeats included)
     trail: list[tuple[frozenset, str]]  # every probe in order with its settled outcome
@@ -102,7 +102,7 @@ def find_culprits(
     noise: Optional[float] = None,
     confidence: float = 0.9,
     certify: str = STRICT,
-) -> SearchResult:
+) -> CulpritResult:
     """All minimal failing subsets of atoms 0..n-1, assuming the empty set passes and the full set fails.
 
     ``known`` may hold outcomes proven earlier (e.g. a baseline already in the
@@ -125,7 +125,7 @@ def find_culprits(
     # fails" as an explanation instead, so the search probes it when its probes keep failing.
     lazy_baseline = not flaky and frozenset() not in probes.cache
     model = Model(n, dataclasses.replace(cls, baseline_fails=BASELINE_FAILS if lazy_baseline else 0.0), flip, certify)
-    baseline_fails = lambda: SearchResult([], probes.launched, probes.trail, False, [frozenset()], "baseline fails")
+    baseline_fails = lambda: CulpritResult([], probes.launched, probes.trail, False, [frozenset()], "baseline fails")
 
     def record(atoms: frozenset, outcome: str) -> None:
         if flaky:
@@ -136,9 +136,9 @@ def find_culprits(
             return baseline_fails()
         if probes.decide(universe, FAIL) != FAIL:
             unresolved = [universe] if probes.decide(universe, FAIL) == UNRESOLVED else []
-            return SearchResult([], probes.launched, probes.trail, False, unresolved, "env passes")
+            return CulpritResult([], probes.launched, probes.trail, False, unresolved, "env passes")
     except BudgetExhausted:
-        return SearchResult([], probes.launched, probes.trail, False, [], "budget")
+        return CulpritResult([], probes.launched, probes.trail, False, [], "budget")
     # outcomes known so far (given or just probed) feed the model
     for atoms, outcome in list(probes.cache.items()):
         if flaky and atoms not in probes.given:
@@ -210,7 +210,7 @@ def find_culprits(
         return _finish(probes, universe, certify, best, "budget")
 
 
-def _finish(probes: Probes, universe: frozenset, certify: str, culprits: list[frozenset], method: str) -> SearchResult:
+def _finish(probes: Probes, universe: frozenset, certify: str, culprits: list[frozenset], method: str) -> CulpritResult:
     unresolved = [a for a, o in probes.cache.items() if o == UNRESOLVED]
     complete = bool(culprits) and all(probes.certified(a, expected) for a, expected in certificate_tests(universe, culprits, certify))
-    return SearchResult(sorted(culprits, key=sorted), probes.launched, probes.trail, complete, unresolved, method)
+    return CulpritResult(sorted(culprits, key=sorted), probes.launched, probes.trail, complete, unresolved, method)
