@@ -64,7 +64,8 @@ def render_markdown(report: BisectReport) -> str:
     if not report.sections:
         out.append("- none found")
     if report.status == "budget":
-        out.append(f"Probe cap reached: inconclusive. Still suspect: {', '.join(f'`{a}`' for a in report.suspects) or 'none'}")
+        out.append("Probe cap reached: inconclusive; only the culprits above are proven. Not cleared (most suspect first): "
+                   + (", ".join(f"`{a}`" for a in report.suspects) or "none"))
     if report.free_probes:
         out.append(f"Stored results used as free probes (not launched): {report.free_probes}")
     if report.repairs:

@@ -1,0 +1,58 @@
+"""Bisect's answers at the edges (issue 39 points 1-3): a capped search never names an unproven culprit, repairs
+are judged with the other culprits removed, and --failing with nothing failing is "nothing to bisect" (exit 0)."""
+
+import json
+import sys
+
+import pytest
+
+from envmatrix.bisect.peel import find_all_culprits
+
+SIG = ("collective_error", "boom")
+
+
+def _oracle(culprits):
+    return lambda atoms: SIG if any(c <= atoms for c in culprits) else "pass"
+
+
+@pytest.mark.parametrize("n,culprits", [(6, [{1}, {4}]), (10, [{1}, {4}]), (24, [{23}, {22}]), (24, [{2, 3}])])
+def test_a_capped_search_names_no_unproven_culprit_and_keeps_every_real_one_suspect(n, culprits):
+    peel = find_all_culprits(n, _oracle([frozenset(c) for c in culprits]), max_probes=4, strict_after=True)
+    assert peel.status == "budget"
+    assert peel.culprits == []  # four probes prove no culprit set
+    assert set().union(*culprits) <= set(peel.suspects)  # the real culprits are not cleared
+
+
+# Each rank fails when ENVMATRIX_A or ENVMATRIX_B is set: two independent culprits among five variables.
+TWO_CULPRITS = "import os, sys; sys.exit(1 if {'ENVMATRIX_A', 'ENVMATRIX_B'} & set(os.environ) else 0)"
+ENV = "".join(f"export ENVMATRIX_{v}=1\n" for v in "CADEB")
+
+
+def _bisect(cli, tmp_path, *flags):
+    env_file = tmp_path / "env0.sh"
+    env_file.write_text(ENV)
+    return cli.run("bisect", "backend=gloo", "--grid", "1x1", "--env-file", str(env_file), "--allow-unknown-vars",
+                   "--allow-ignored-vars", "--probe-cmd", f"{sys.executable} -c \"{TWO_CULPRITS}\"",
+                   "--out", str(tmp_path / "run"), "--json", str(tmp_path / "r.json"), *flags)
+
+
+@pytest.mark.slow
+def test_capped_bisect_with_real_probes_claims_nothing_it_did_not_prove(cli, tmp_path):
+    done = _bisect(cli, tmp_path, "--max-probes", "4", "--no-repair")
+    assert done.returncode == 3, done.stdout + done.stderr
+    (report,) = json.loads((tmp_path / "r.json").read_text())
+    assert report["culprits"] == [] and report["status"] == "budget"
+    assert {"ENVMATRIX_A=1", "ENVMATRIX_B=1"} <= set(report["suspects"])
+    md = (tmp_path / "run" / "bisect_env0_1x1.md").read_text()
+    assert "(fails alone)" not in md and "Not cleared (most suspect first)" in md
+
+
+@pytest.mark.slow
+def test_each_repair_is_judged_with_the_other_culprits_removed(cli, tmp_path):
+    done = _bisect(cli, tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    (report,) = json.loads((tmp_path / "r.json").read_text())
+    assert sorted(report["culprits"]) == [["ENVMATRIX_A=1"], ["ENVMATRIX_B=1"]]
+    # unsetting either culprit repairs it once the other culprit is gone too
+    assert {(r["var"], r["outcome"]) for r in report["repairs"]} == {("ENVMATRIX_A", "pass"), ("ENVMATRIX_B", "pass")}
+    assert report["recommended_proven"] and not any("ENVMATRIX_A" in a or "ENVMATRIX_B" in a for a in report["recommended_env"])
