@@ -10,6 +10,7 @@ from typing import Any, Callable, Optional, Sequence
 
 from envmatrix import paths as em_paths
 from envmatrix.app.inputs import named_setup, prepare
+from envmatrix.app.network_axis import plan_shaping, shaping_session, with_flags, write_condition_tables
 from envmatrix.app.outputs import RunOutputs, write_run_outputs
 from envmatrix.bench.timing import DEFAULT_TIMING
 from envmatrix.config.resolve import SweepInput, check_grids_fit, check_pins
@@ -43,6 +44,7 @@ class BenchRequest:
     rerun: bool = False
     baseline: Optional[str] = None
     tolerance: Optional[str] = None
+    network: tuple[str, ...] = ()  # --network conditions (replace the config's network: axis): each run under each
     # who talks to whom (issue 34): all-to-all over peer groups (planning/peers.py) instead of -c, e.g. "rail,cross"
     peers: Optional[str] = None
     inflight: Optional[int] = None  # messages in flight per rank (default: all at once)
@@ -64,6 +66,7 @@ class BenchResult:
     backends_report: Optional[str]  # RUN_DIR/bench_backends.md, with several backends
     outputs: RunOutputs
     exit_code: int
+    conditions_report: Optional[str] = None  # RUN_DIR/conditions.md (+ .csv), with a network axis
 
 
 def bench(request: BenchRequest, listener: Any = None,
@@ -74,30 +77,41 @@ def bench(request: BenchRequest, listener: Any = None,
     from envmatrix.engine import open_session, open_store_at
 
     base, gpus, pins, catalog = prepare(request.overrides, request.allow_unknown_vars, request.baseline, request.tolerance)
+    base = with_flags(base, request.network)
     backends = [b.strip() for b in (request.backends or base.backend).split(",") if b.strip()]
     # Where the ranks run matters only to nccl on a GPU-less host (a login node): only then is it asked.
     inputs = [prepare_bench(dataclasses.replace(base, backend=resolve_backend(
         b, len(gpus), b == "nccl" and not gpus and ranks_elsewhere(base.make_launcher()))), request, len(gpus), catalog)
         for b in backends]
+    # a condition that cannot be applied is refused here, before anything is launched or written
+    shaping = [plan_shaping(inp, launcher, pins, len(gpus)) for inp, launcher in inputs]
     run_dir = em_paths.run_dir(request.out, "bench")
     runs, code = [], 0
     with open_store_at(run_dir) as store:
-        for inp, launcher in inputs:  # one session per backend: its environment and launcher follow the backend
+        for (inp, launcher), plan in zip(inputs, shaping):  # one session per backend: its env and launcher follow it
             with open_session(inp, run_dir, pins, len(gpus), pool=True, launcher=launcher, store=store) as session:
-                _, done = run_sweep(inp, session, plan_sweep(inp), rerun=request.rerun, listener=listener)
-            run = write_bench(done[-1], run_dir)
-            on_run(run)
-            runs.append(run)
-            code = max(code, run.exit_code)
+                planned = plan_sweep(inp)
+                _, done = run_sweep(inp, shaping_session(session, plan), planned, rerun=request.rerun, listener=listener)
+            by_key = {r.run_key: r for r in done}
+            for result in [by_key[r.key] for r in planned if r.key in by_key]:  # each condition's, in plan order
+                run = write_bench(result, run_dir)
+                on_run(run)
+                runs.append(run)
+                code = max(code, run.exit_code)
         stored = store.latest()
-    backends_report = write_backends([r.result for r in runs], run_dir) if len(runs) > 1 else None
-    return BenchResult(runs, backends_report, write_run_outputs(run_dir, stored=stored), code)
+    conditions = base.conditions
+    backends_report = write_backends([r.result for r in runs], run_dir) if len(runs) > 1 and not conditions else None
+    conditions_report = (write_condition_tables(run_dir, [r.result for r in runs], "envmatrix bench: network conditions")[0]
+                         if conditions else None)
+    return BenchResult(runs, backends_report, write_run_outputs(run_dir, stored=stored), code, conditions_report)
 
 
 def write_bench(result: ProbeResult, run_dir: str) -> BenchRun:
     from envmatrix.reporting.bench_tables import bench_markdown
 
     title = f"envmatrix bench ({result.setup_name}) on {result.grid}, {result.backend}"
+    if result.network:
+        title += f", network {result.condition_name} ({result.condition_value})"
     path = os.path.join(run_dir, f"bench_{result.run_key}.md")
     with open(path, "w") as fh:
         fh.write(bench_markdown(result, title))

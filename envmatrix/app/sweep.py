@@ -16,6 +16,7 @@ from typing import Any, Callable, Mapping, Optional
 
 from envmatrix import paths as em_paths
 from envmatrix.app.inputs import prepare
+from envmatrix.app.network_axis import plan_shaping, shaping_session, with_flags, write_condition_tables
 from envmatrix.app.outputs import RunOutputs, write_run_outputs
 from envmatrix.config.resolve import SweepInput
 from envmatrix.engine import Session, TrialProgress, open_session, run_trials
@@ -44,6 +45,7 @@ class SweepRequest:
     baseline: Optional[str] = None
     tolerance: Optional[str] = None
     command_line: str = "envmatrix sweep"  # who holds the store's lock
+    network: tuple[str, ...] = ()  # --network conditions (replace the config's network: axis)
 
 
 @dataclass(frozen=True)
@@ -93,6 +95,7 @@ def _sweep(request: SweepRequest, listener: Optional[Listener], warn: Callable[[
     from envmatrix.store.sqlite import check_not_corrupt
 
     inp, gpus, pins, _ = prepare(request.overrides, request.allow_unknown_vars, request.baseline, request.tolerance)
+    inp = with_flags(inp, request.network)
     try:
         jobs = parse_jobs(request.jobs)
     except ValueError as exc:
@@ -118,16 +121,20 @@ def _sweep(request: SweepRequest, listener: Optional[Listener], warn: Callable[[
     from envmatrix.reporting import build_matrix, write_reports
     from envmatrix.reporting.html import preload_renderer
 
+    shaping = plan_shaping(inp, inp.make_launcher(), pins, len(gpus))  # refused here: nothing launched or written
     run_dir = em_paths.run_dir(request.out, inp.name)
     with open_session(inp, run_dir, pins, len(gpus), lock_for=request.command_line,
                       pool=pool if pool is not None else request.pool, jobs=jobs) as session:
         # the report's imports overlap the runs instead of following them; matplotlib only for bench figures
         preload_renderer(with_figures=bool(inp.probe.params.get("bench")))
+        session = shaping_session(session, shaping)
         _, results = run_sweep(inp, session, runs, rerun=request.rerun, listener=listener)
         stored = session.store.latest()
     matrix = build_matrix(runs, results, [g.label for g in inp.grids])
     title = f"envmatrix sweep {inp.name} ({inp.backend}, probe {inp.probe.name})"
     reports = write_reports(run_dir, matrix, results, title)
+    if inp.conditions:
+        reports += write_condition_tables(run_dir, results, f"{title}: network conditions")
     outputs = write_run_outputs(run_dir, request.junit, f"envmatrix.sweep.{inp.name}", results, stored)
     return SweepResult(inp, runs, results, matrix, title, reports, outputs, sweep_exit_code(results))
 
@@ -149,7 +156,7 @@ DRY_RUN_PORT = 29500  # torch's default; a real run picks a free port when it la
 
 
 def plan_sweep(inp: SweepInput) -> list[Run]:
-    return plan_runs(inp.setups, inp.grids, inp.probe, inp.backend, inp.launcher_key)
+    return plan_runs(inp.setups, inp.grids, inp.probe, inp.backend, inp.launcher_key, inp.conditions or (None,))
 
 
 def run_sweep(inp: SweepInput, session: Session, runs: list[Run], rerun: bool = False,

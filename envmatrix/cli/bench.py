@@ -6,7 +6,8 @@ import argparse
 from typing import Any
 
 from envmatrix.bench.timing import DEFAULT_TIMING, TIMINGS
-from envmatrix.cli.common import LineProgress, add_command, add_emulate_hosts_flag, add_threshold_flags, make_console, print_outputs, request_from
+from envmatrix.cli.common import (LineProgress, add_command, add_emulate_hosts_flag, add_network_flag, add_threshold_flags,
+                                  make_console, print_outputs, request_from)
 
 EXAMPLES = """examples:
   envmatrix bench --grid 1x4 -b 64M -e 1G -f 4 -c allreduce,allgather,alltoall
@@ -14,7 +15,9 @@ EXAMPLES = """examples:
   envmatrix bench --env NCCL_ALGO=Ring --env NCCL_PROTO=Simple
   envmatrix bench --pairs gpus --setup baseline,no_p2p     # every GPU pair, P2P on and off, and their ratio
   envmatrix bench conf=my_hosts.yaml --pairs hosts         # host pairs in rounds: RTT, time, GB/s, iperf3; slow host
-  envmatrix bench --grid 2x8 --peers rail,cross -b 8K -e 4M   # seed 002: rail-aligned vs cross-rail all-to-all"""
+  envmatrix bench --grid 2x8 --peers rail,cross -b 8K -e 4M   # seed 002: rail-aligned vs cross-rail all-to-all
+  envmatrix bench conf=cluster.yaml --grid 2x1 -c p2p -b 64M -e 128M --backends gloo,nccl \
+      --network default --network b1:rate=1gbit               # seed 000's table (docs/network.md)"""
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -41,6 +44,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--timeout", type=float, default=600.0, help="probe timeout in seconds (default 600)")
     p.add_argument("--backends", metavar="LIST", help="e.g. gloo,nccl: the same bench on each backend, side by side (seed 000)")
     p.add_argument("--rerun", action="store_true", help="measure again even if the store has this exact run")
+    add_network_flag(p)
     add_emulate_hosts_flag(p)
     add_threshold_flags(p)
     who = p.add_argument_group("who talks to whom (docs/pairs.md)")
@@ -68,6 +72,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if done.backends_report:
         console.print(right_aligned_table("backends side by side", *backends_table([r.result for r in done.runs])))
         console.print(f"report: {done.backends_report}")
+    if done.conditions_report:
+        with open(done.conditions_report) as fh:
+            console.print(fh.read(), markup=False, soft_wrap=True)
+        console.print(f"report: {done.conditions_report} (and conditions.csv)", markup=False)
     print_outputs(console, done.outputs)
     return done.exit_code
 

@@ -55,6 +55,13 @@ def request_from(cls: type[Request], args: argparse.Namespace, **given: Any) -> 
     return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in values.items()})
 
 
+def add_network_flag(p: argparse.ArgumentParser) -> None:
+    """``--network`` on the measuring commands that take the network axis (sweep, bench): docs/network.md."""
+    p.add_argument("--network", action="append", default=[], metavar="[NAME:]SPEC",
+                   help="a network condition to run under, e.g. 'rate=1gbit', 'd5_b2:delay=5ms,rate=2gbit', 'default' "
+                        "(unshaped); repeatable; replaces the config's network: axis (docs/network.md)")
+
+
 def make_console():
     from rich.console import Console
 

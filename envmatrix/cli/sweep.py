@@ -9,13 +9,15 @@ import argparse
 import json
 import sys
 
-from envmatrix.cli.common import LineProgress, add_command, add_emulate_hosts_flag, add_threshold_flags, make_console, print_outputs, request_from
+from envmatrix.cli.common import (LineProgress, add_command, add_emulate_hosts_flag, add_network_flag, add_threshold_flags,
+                                  make_console, print_outputs, request_from)
 from envmatrix.errors import EXIT_OK
 
 EXAMPLES = """examples:
   envmatrix sweep                                   # embedded default on this host
   envmatrix sweep conf=aws_ofi.yaml grids=[1x4,2x2] # seed 003's setups
   envmatrix sweep conf=/path/my.yaml backend=gloo probe.timeout_s=60 --dry-run
+  envmatrix sweep conf=my_cluster.yaml --network default --network b1:rate=1gbit   # docs/network.md
 """
 
 
@@ -36,6 +38,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--junit", metavar="PATH", help="also write JUnit XML: one testcase per (setup, grid), the root-cause line as message")
     p.add_argument("--jobs", default="1", metavar="N|auto", help="runs side by side on disjoint GPU sets (CPU: bounded by cores); auto never packs bench probes")
     p.add_argument("--no-pool", action="store_true", help="start every rank cold (no warm pool of torch-imported forks)")
+    add_network_flag(p)
     add_threshold_flags(p)
     add_emulate_hosts_flag(p)
     p.set_defaults(func=cmd_sweep)
@@ -47,7 +50,8 @@ def print_plan(console, inp, runs, launches=()) -> None:
     from rich.text import Text
 
     console.print(
-        f"[bold]{inp.name}[/bold]: {len(inp.setups)} setups x {len(inp.grids)} grids = {len(runs)} runs; "
+        f"[bold]{inp.name}[/bold]: {len(inp.setups)} setups x {len(inp.grids)} grids"
+        f"{f' x {len(inp.conditions)} network conditions' if inp.conditions else ''} = {len(runs)} runs; "
         f"backend {inp.backend}, launcher {inp.launcher}, probe {inp.probe.name}, conf {escape(str(inp.conf_file))}"
     )
     setups = Table(title="setups")
@@ -57,10 +61,12 @@ def print_plan(console, inp, runs, launches=()) -> None:
         setups.add_row(Text(f"({s.name})"), Text("\n".join(s.shell_lines()) or "(inherited env only)"))
     console.print(setups)
     plan = Table(title="runs")
-    for col in ("#", "grid", "setup", "run key"):
+    network = any(r.network is not None for r in runs)
+    for col in ("#", "grid", "setup") + (("network",) if network else ()) + ("run key",):
         plan.add_column(col)
     for i, r in enumerate(runs, 1):
-        plan.add_row(str(i), r.grid.label, Text(f"({r.setup.name})"), r.key)
+        where = (Text(f"{r.network.name} ({r.network.describe()})"),) if network else ()
+        plan.add_row(str(i), r.grid.label, Text(f"({r.setup.name})"), *where, r.key)
     console.print(plan)
     for launch in launches:
         console.print(Text(f"# run {launch['index']}/{len(runs)}: ({launch['setup']}) {launch['grid']} key {launch['run_key']}, "
@@ -104,5 +110,9 @@ def print_sweep(console, done) -> None:
     slow = sum(r.outcome == "slow" for r in done.results)
     failed_text = f"{failed} failed ({slow} slow)" if slow else f"{failed} failed"
     console.print(f"{passed} passed, {failed_text}, {missing} not run; store {done.store_path}")
+    if done.inp.conditions:
+        from envmatrix.reporting.conditions_tables import conditions_markdown
+
+        console.print(conditions_markdown(done.results), markup=False, soft_wrap=True)
     console.print("reports: " + ", ".join(done.reports))
     print_outputs(console, done.outputs)

@@ -1,0 +1,158 @@
+"""The network axis of a command: its conditions (config ``network:`` or ``--network``), where they are applied,
+and the checks that refuse a condition before anything launches.
+
+Where the links are, decided once per command from the launcher's hosts:
+- an emulated cluster (mpirun through an ``envmatrix cluster`` agent, no ``network_options.interface``): each
+  used host's eth0, shaped from this process (engine.network.link_shaper); checked here with
+  ``shaping.check_applicable`` on every host link before the first run;
+- a cluster launcher with ``network_options.interface`` (real hosts; an emulated cluster's too, which mpirun
+  cannot tell from real ones): one ``python -m envmatrix.network.host hold`` per node, started by the launcher
+  before each shaped run (engine.network.launcher_shaper); a preflight hold per condition on every host (files in
+  a scratch directory under the working directory, removed after) refuses what a host cannot apply before the
+  run directory is made;
+- anything else (every rank on this host): a shaped condition is refused, since its traffic never leaves loopback.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass
+from typing import Any, Callable, Optional, Sequence
+
+from envmatrix.config.resolve import SweepInput
+from envmatrix.errors import PlanError
+
+
+def with_flags(inp: SweepInput, flags: Sequence[str]) -> SweepInput:
+    """``--network`` flags replace the config's axis (the config's network_options still apply)."""
+    if not flags:
+        return inp
+    from envmatrix.config.network import NetworkOptions, network_axis, parse_flags
+
+    options = inp.network_options or NetworkOptions()
+    return dataclasses.replace(inp, conditions=network_axis(parse_flags(flags), options, "--network"))
+
+
+def shaped_conditions(inp: SweepInput) -> list[Any]:
+    return [c for c in inp.conditions if c.shaped]
+
+
+@dataclass(frozen=True)
+class ShapingPlan:
+    """How this command's runs reach their links; ``shaper(session)`` is the engine's Shaper."""
+
+    how: str  # "links" | "launcher"
+    shaper: Callable[[Any], Any]
+    where: str  # for messages: "emulated cluster c1 (node0-node3)" / "hosts a,b via mpirun on eth1"
+
+
+@dataclass(frozen=True)
+class _Launching:
+    """What engine.network.launcher_shaper reads of a session, before there is one (the preflight)."""
+
+    launcher: Any
+    environ: Any
+    pins: Any
+    gpus: int
+
+
+def _emulated_cluster(inp: SweepInput) -> Any:
+    """The live emulated cluster whose agent this mpirun uses, or None."""
+    if inp.launcher != "mpirun":
+        return None
+    extra = [str(a) for a in (inp.launcher_opts or {}).get("extra_args") or []]
+    from envmatrix import cluster
+
+    for c in cluster.clusters():
+        if str(c.agent) in extra:
+            return c
+    return None
+
+
+def plan_shaping(inp: SweepInput, launcher: Any, pins: Any = None, gpus: int = 0) -> Optional[ShapingPlan]:
+    """None without a shaped condition; else how to shape, after the checks that can run before any launch
+    (``pins`` and ``gpus``: what the preflight hold on real hosts is launched with)."""
+    conditions = shaped_conditions(inp)
+    if not conditions:
+        return None
+    from envmatrix.config.network import NetworkOptions
+    from envmatrix.engine.network import check_links, launcher_shaper, link_shaper
+
+    options = inp.network_options or NetworkOptions()
+    hosts = list(launcher.node_hosts(os.environ))
+    names = ", ".join(c.name for c in conditions)
+    if not hosts:
+        raise PlanError(f"network {names}: every rank of launcher {inp.launcher} runs on this host, so its traffic "
+                        "never crosses a link to shape; allowed: an emulated cluster (envmatrix cluster up N, then "
+                        "its conf lines) or a cluster launcher (mpirun/srun hosts) with network_options.interface")
+    emulated = _emulated_cluster(inp)
+    interface = options.interface or next((c.interface for c in conditions if c.interface), None)
+    if emulated is not None and interface is None:
+        by_name = {**{h: h for h in emulated.hosts}, **{a: h for h, a in emulated.addresses.items()}}
+        unknown = [h for h in hosts if h not in by_name]
+        if unknown:
+            raise PlanError(f"network {names}: host {unknown[0]!r} is not a host of emulated cluster "
+                            f"{emulated.name} ({', '.join(emulated.hosts)})")
+        used = [by_name[h] for h in hosts]
+
+        def links_of_nodes(nodes: int) -> list[Any]:
+            return [emulated.host_link(h) for h in used[:nodes]]
+
+        grids = max((g.nodes for g in inp.grids), default=1)
+        check_links(links_of_nodes(grids), conditions, options.allow_default_route)
+        return ShapingPlan("links", lambda session: link_shaper(links_of_nodes, options.allow_default_route),
+                           f"emulated cluster {emulated.name} ({', '.join(used)}), eth0 each")
+    if interface is None:
+        raise PlanError(f"network {names}: on real hosts ({', '.join(hosts)}) say which interface to shape; allowed: "
+                        "network_options.interface=<the NIC the ranks use, e.g. eth1> (never the default-route "
+                        "interface unless network_options.allow_default_route=true)")
+
+    preflight(inp, _Launching(launcher, dict(os.environ), dict(pins or {}), gpus), conditions, interface,
+              options.allow_default_route)
+    return ShapingPlan("launcher", lambda session: launcher_shaper(session, interface, options.allow_default_route),
+                       f"hosts {', '.join(hosts)} via {inp.launcher}, {interface} each")
+
+
+def preflight(inp: SweepInput, launching: _Launching, conditions: Sequence[Any], interface: str,
+              allow_default_route: bool) -> None:
+    """Each shaped condition held once on every host the largest grid uses and let go: a host that cannot apply
+    it (not root, no sch_netem, the default-route interface, no such interface) refuses in one line (PlanError)."""
+    import shutil
+    import tempfile
+
+    from envmatrix.engine.network import launcher_shaper
+    from envmatrix.env.atoms import Setup
+    from envmatrix.planning.grid import Grid
+    from envmatrix.planning.plan import Run
+
+    nodes = max(g.nodes for g in inp.grids)
+    scratch = tempfile.mkdtemp(prefix=".envmatrix-network-preflight-", dir=os.getcwd())  # shared, like run dirs
+    try:
+        for condition in conditions:
+            run = Run("preflight", Setup("network-preflight"), Grid(nodes, 1), inp.probe, inp.backend,
+                      inp.launcher_key, condition)
+            with launcher_shaper(launching, interface, allow_default_route)(run, os.path.join(scratch, condition.name)):
+                pass
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def shaping_session(session: Any, plan: Optional[ShapingPlan]) -> Any:
+    """The session its runs shape through (one run at a time: two runs shaping the same links would mix)."""
+    if plan is None:
+        return session
+    return session.under(shaper=plan.shaper(session), jobs=1)
+
+
+def write_condition_tables(run_dir: str, results: Sequence[Any], title: str = "Network conditions") -> list[str]:
+    """RUN_DIR/conditions.md (seed 000's and 001's tables) and conditions.csv (one line per cell)."""
+    from envmatrix.reporting.conditions_tables import conditions_csv, conditions_markdown
+
+    paths = []
+    for name, text in (("conditions.md", conditions_markdown(results, title)), ("conditions.csv", conditions_csv(results))):
+        path = os.path.join(run_dir, name)
+        with open(path, "w") as fh:
+            fh.write(text)
+        paths.append(path)
+    return paths
