@@ -249,8 +249,8 @@ def _host_pairs(request: PairsRequest, listener: Any) -> PairsResult:
         configured = [str(h).split(":")[0] for h in base.config.get("hosts") or []]
         hosts = host_labels(p2p, configured, grid.nodes)
         # where each rank's tools reach its partner: the hostname it reported (real or namespace hosts resolve
-        # it), this host for emulated hosts
-        reach = hosts if hosts != [f"node{r}" for r in range(grid.nodes)] or configured else ["127.0.0.1"] * grid.nodes
+        # it); with the local launcher every emulated host is this host
+        reach = ["127.0.0.1"] * grid.nodes if base.launcher == "local" else hosts
         net = []
         for number, pairs_ in enumerate(rounds):
             spec = get_probe("netpair").spec({"pairs": [list(p) for p in pairs_], "addresses": reach,
