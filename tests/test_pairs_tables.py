@@ -87,3 +87,12 @@ def test_report_heatmaps_from_stored_pair_results():
     gpu_html, host_html = report_heatmaps([gpu, hosts, other])
     assert "baseline on 1x2 (nccl): one way GB/s at 1M" in gpu_html and "NV1" in gpu_html and "GPU1" in gpu_html
     assert "node1" in host_html and "GPU" not in host_html
+
+
+def test_topo_links_follow_cuda_visible_devices():
+    from envmatrix.app.pairs import physical_links
+
+    links = {(0, 3): "NV2", (3, 0): "NV2", (1, 7): "SYS", (7, 1): "SYS", (0, 1): "NV1", (1, 0): "NV1"}
+    assert physical_links(links, 2, "3,0") == {(0, 1): "NV2", (1, 0): "NV2"}
+    assert physical_links(links, 2, "") == links
+    assert physical_links(links, 2, "GPU-aaaa,GPU-bbbb") == {}

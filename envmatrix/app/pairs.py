@@ -149,6 +149,21 @@ def pair_transports(result: ProbeResult) -> dict[tuple[int, int], str]:
     return found
 
 
+def physical_links(links: dict[tuple[int, int], str], gpus: int,
+                   visible: Optional[str] = None) -> dict[tuple[int, int], str]:
+    """topo -m numbers GPUs as nvidia-smi does; ranks use CUDA's visible indices: map through CUDA_VISIBLE_DEVICES
+    when it lists GPU numbers (UUIDs: no map, no links rather than wrong ones)."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES") if visible is None else visible
+    if not visible:
+        return links
+    ids = [v.strip() for v in visible.split(",") if v.strip()]
+    if not all(v.isdigit() for v in ids):
+        return {}
+    physical = [int(v) for v in ids][:gpus]
+    return {(a, b): links[(physical[a], physical[b])] for a in range(len(physical)) for b in range(len(physical))
+            if (physical[a], physical[b]) in links}
+
+
 def _gpu_pairs(request: PairsRequest, listener: Any) -> PairsResult:
     from envmatrix.engine import open_store_at
     from envmatrix.parsers.nvidia_topo import parse_topo_matrix
@@ -170,7 +185,7 @@ def _gpu_pairs(request: PairsRequest, listener: Any) -> PairsResult:
             inp = dataclasses.replace(inp, probe=_bench_probe(inp, request, ["pair_uni", "pair_bidir", "pair_latency"],
                                                               rounds, large, small, nccl_debug="INFO"))
             result, host = _run_one(inp, store, run_dir, pins, len(gpus), request, listener)
-            links = parse_topo_matrix(host.get("topology") or "").links
+            links = physical_links(parse_topo_matrix(host.get("topology") or "").links, len(gpus))
             cells = gpu_cells(result.metrics, large, small, pair_transports(result), links)
             uni = {p: c.uni_gbps for p, c in cells.items() if c.uni_gbps is not None}
             flags = flag_below_class(uni, {p: c.link or "?" for p, c in cells.items()}, request.tolerance)
