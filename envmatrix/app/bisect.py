@@ -133,7 +133,7 @@ def probe_spec(inp: Any, probe_cmd: Optional[str]) -> Any:
 
 def bisect_envs(request: BisectRequest, given: BisectInput, events: BisectEvents) -> EnvBisectResult:
     from envmatrix.bisect.driver import ProbeContext, bisect_env
-    from envmatrix.bisect.report import render_markdown
+    from envmatrix.bisect.markdown import render_markdown
     from envmatrix.config.resolve import check_grids_fit
     from envmatrix.engine import open_session
 

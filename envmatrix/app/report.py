@@ -66,7 +66,7 @@ def load_search(study_path: str) -> Optional[SearchModel]:
     import optuna
 
     from envmatrix.search.export import study_meta
-    from envmatrix.search.report import importances
+    from envmatrix.search.summary import importances
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     storage = f"sqlite:///{study_path}"

@@ -41,7 +41,7 @@ class SearchPlan:
 @dataclass(frozen=True)
 class SearchResult:
     plan: SearchPlan
-    report: Any  # search.report.SearchReport
+    report: Any  # search.summary.SearchReport
     markdown: str  # RUN_DIR/search.md
     storage: str  # the study's storage URL without its password
     store_path: str
@@ -105,7 +105,7 @@ def search(request: SearchRequest, events: SearchEvents = SearchEvents()) -> Sea
 
     from envmatrix.engine import open_session
     from envmatrix.search.evaluate import ProbeEvaluator
-    from envmatrix.search.report import build_report, render_markdown
+    from envmatrix.search.summary import build_report, render_markdown
     from envmatrix.search.study import SearchAborted, make_sampler, make_storage, open_study, redact, run_search
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)

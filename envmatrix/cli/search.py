@@ -42,7 +42,7 @@ def cmd_search(args: argparse.Namespace) -> int:
     if isinstance(done, SearchPlan):
         print_dry_run(console, done)
         return 0
-    from envmatrix.search.report import print_report
+    from envmatrix.search.summary import print_report
 
     if done.confirmed:
         print_confirmed(console, done.confirmed)

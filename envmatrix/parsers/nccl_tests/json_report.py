@@ -37,7 +37,7 @@ import os
 import re
 from typing import Any, Optional
 
-from envmatrix.parsers.nccl_tests.report import NcclTestsReport, NcclTestsRow, collective_of, decode_nccl_version
+from envmatrix.parsers.nccl_tests.records import NcclTestsReport, NcclTestsRow, collective_of, decode_nccl_version
 from envmatrix.parsers.nccl_tests.table import parse_wrong
 
 _BARE_INF = re.compile(r"(?<=[:,\[])(-?)inf(?=[,\]}])")

@@ -59,7 +59,7 @@ import math
 import re
 from typing import Optional
 
-from envmatrix.parsers.nccl_tests.report import NcclTestsReport, collective_of, decode_nccl_version
+from envmatrix.parsers.nccl_tests.records import NcclTestsReport, collective_of, decode_nccl_version
 from envmatrix.parsers.nccl_tests.table import ALL_SCHEMAS, Scan, Schema, lenient_row, preamble_of, rows_of, scan_row
 
 # mpirun --tag-output "[1,0]<stdout>:", srun --label "0: "

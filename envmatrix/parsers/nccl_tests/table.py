@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from envmatrix.parsers.nccl_tests.report import NcclTestsRow
+from envmatrix.parsers.nccl_tests.records import NcclTestsRow
 
 _INT = re.compile(r"-?\d+")
 _WORD = re.compile(r"[A-Za-z0-9_]+")

@@ -1,4 +1,4 @@
-"""Bisect reports: seed 003's second table (rows = grids, columns = atom subsets, 1/0), culprits, repairs."""
+"""A bisect as markdown (bisect_*.md): seed 003's second table (grids x atom subsets, 1/0), culprits, repairs."""
 
 from __future__ import annotations
 

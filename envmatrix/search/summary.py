@@ -1,4 +1,4 @@
-"""Search results: best config, top-k, Pareto front, importances, failures, default-env baseline.
+"""A study's summary: best config, top-k, Pareto front, importances, failures, default-env baseline.
 
 :func:`build_report` reads only the study (so it works for a study shared by a
 fleet of workers); :func:`render_markdown` and :func:`print_report` show it.
