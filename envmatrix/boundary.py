@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from typing import Iterable, Mapping, Optional
 
 RESULT_DIR_VAR = "ENVMATRIX_RESULT_DIR"
+# The mpi probe's rank says it when mpi4py is absent; the driver refuses with it before launching (probes/mpi.py).
+MPI4PY_MISSING = "mpi4py is not installed for {python}; install it with: pip install 'envmatrix[mpi]' (needs an MPI library such as OpenMPI)"
 # The emulated host a rank runs as (planning.placement: emh0, emh1, ...); the rank records it as its hostname.
 EMULATED_HOST_VAR = "ENVMATRIX_EMULATED_HOST"
 

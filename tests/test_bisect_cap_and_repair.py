@@ -56,3 +56,45 @@ def test_each_repair_is_judged_with_the_other_culprits_removed(cli, tmp_path):
     # unsetting either culprit repairs it once the other culprit is gone too
     assert {(r["var"], r["outcome"]) for r in report["repairs"]} == {("ENVMATRIX_A", "pass"), ("ENVMATRIX_B", "pass")}
     assert report["recommended_proven"] and not any("ENVMATRIX_A" in a or "ENVMATRIX_B" in a for a in report["recommended_env"])
+
+
+@pytest.mark.slow
+def test_failing_grid_with_nothing_failing_is_nothing_to_bisect(cli, tmp_path):
+    from conftest import write_conf
+
+    conf = write_conf(tmp_path / "s.yaml", """
+backend: gloo
+grids: [1x1]
+setups:
+  ok: {}
+  also_ok: {ENVMATRIX_X: '1'}
+probe: {timeout_s: 30, collectives: [allreduce]}
+""")
+    out = tmp_path / "o"
+    assert cli.run("sweep", f"conf={conf}", "--out", str(out), "--allow-unknown-vars").returncode == 0
+    for grid in ("1x1", "2x2"):  # swept and passing; never swept
+        done = cli.run("bisect", f"conf={conf}", "--failing", grid, "--out", str(out), "--allow-unknown-vars")
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert f"nothing to bisect: no failing runs for {grid} in {out}/results.sqlite" in done.stdout
+    assert "never ran 2x2" in done.stdout
+
+
+def test_stored_failing_env_names_the_original_failure_and_leads_the_trail():
+    from envmatrix.bisect.driver import ProbeContext, bisect_env
+    from envmatrix.env.atoms import SET, Atom
+    from envmatrix.planning.grid import parse_grid
+    from envmatrix.results import ProbeResult
+
+    a, b = Atom("ENVMATRIX_A", SET, "1"), Atom("ENVMATRIX_B", SET, "1")
+
+    def stored(*atoms):
+        failing = a in atoms
+        return ProbeResult("k", {"atoms": [x.to_json() for x in atoms]}, "1x1", {}, "gloo", "local",
+                           "exit_error" if failing else "pass", {"line": "exit code 1", "rank": 0} if failing else {})
+
+    # every probe the answer needs is in the store: nothing is launched (a session would be needed to launch)
+    report = bisect_env(ProbeContext(None, parse_grid("1x1", "--grid")), "env0", [a, b], repair=False,
+                        stored=[stored(a, b), stored(), stored(a), stored(b)])
+    assert report.probes_launched == 0 and report.culprits == [[a]]
+    assert report.original == {"outcome": "exit_error", "line": "exit code 1", "rank": 0}
+    assert report.trail[0] == ([0, 1], "fail") and len(report.trail) == 4

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Callable, NamedTuple, Optional
 
 from envmatrix import paths as em_paths
-from envmatrix.app.inputs import Prepared, named_setup, prepare
+from envmatrix.app.inputs import Prepared, check_probe_runs, named_setup, prepare
 from envmatrix.app.outputs import RunOutputs, write_run_outputs
 from envmatrix.errors import EXIT_FAILURES, EXIT_INCONCLUSIVE, EXIT_OK, ConfigError, did_you_mean
 
@@ -63,8 +63,9 @@ class BisectEvents:
 @dataclass(frozen=True)
 class EnvBisectResult:
     reports: list  # bisect.driver.BisectReport, one per target
-    outputs: RunOutputs
+    outputs: Optional[RunOutputs]  # None: nothing to bisect, nothing written
     exit_code: int
+    note: Optional[str] = None  # why there was nothing to bisect
 
 
 class BisectInput(NamedTuple):
@@ -141,6 +142,7 @@ def bisect_envs(request: BisectRequest, given: BisectInput, events: BisectEvents
     # An env file is checked before the run directory or store exists: bad input writes nothing.
     early = env_file_target(inp, request, catalog) if request.env_file else None
     launcher = inp.make_launcher()  # the one launcher of every probe (the session's too)
+    check_probe_runs(given.probe, launcher)
     max_local_ranks = int(inp.config.get("max_local_ranks", 16))
     for _, early_grid, atoms in early or []:
         check_backend(inp, request, atoms, events.warn)
@@ -150,6 +152,9 @@ def bisect_envs(request: BisectRequest, given: BisectInput, events: BisectEvents
     with open_session(inp, run_dir, pins, len(gpus), probe_spec=given.probe, pool=True, launcher=launcher) as session:
         store = session.store
         targets = early or failing_targets(request, run_dir, store)
+        if not targets:
+            return EnvBisectResult([], None, EXIT_OK, f"nothing to bisect: no failing runs for {grid_label(request)} "
+                                   f"in {os.path.join(run_dir, em_paths.STORE_FILE)}" + _where(request, store))
         for name, grid, atoms in targets:
             if not early:
                 check_grids_fit([grid], inp.backend, len(gpus), max_local_ranks, launcher)
@@ -212,14 +217,25 @@ def failing_targets(request: BisectRequest, run_dir: str, store: Any) -> list[tu
     if not sweeps:
         raise ConfigError(f"--failing {request.failing}: the store in {run_dir} holds no sweep; run `envmatrix sweep` first or pass --out")
     results = [r for r in store.latest(sweep_id=sweeps[-1]["id"]) if r.grid == grid.label and not r.passed]
-    if request.setup is not None:
+    if request.setup is not None and results:
         names = [r.setup_name for r in results]
         results = [r for r in results if r.setup_name == request.setup]
         if not results:
             raise ConfigError(f"--setup {request.setup!r}: no failing run on {grid.label}{did_you_mean(request.setup, names)}; failing here: {', '.join(names) or 'none'}")
-    if not results:
-        raise ConfigError(f"--failing {grid.label}: nothing failed on {grid.label} in the last sweep ({sweeps[-1]['id']}); nothing to bisect")
     return [(r.setup_name, grid, [Atom.from_json(a) for a in r.setup.get("atoms", [])]) for r in results]
+
+
+def grid_label(request: BisectRequest) -> str:
+    from envmatrix.planning.grid import parse_grid
+
+    return parse_grid(request.failing, "--failing").label
+
+
+def _where(request: BisectRequest, store: Any) -> str:
+    """Which sweep was read, and whether it ran the grid at all."""
+    sweep = store.sweeps()[-1]["id"]
+    swept = any(r.grid == grid_label(request) for r in store.latest(sweep_id=sweep))
+    return f" (last sweep {sweep}" + ("" if swept else f" never ran {grid_label(request)}") + ")"
 
 
 def check_backend(inp: Any, request: BisectRequest, atoms: list, warn: Callable[[str], None]) -> None:

@@ -55,6 +55,22 @@ def prepare(overrides: Sequence[str], allow_unknown: bool = False, baseline_run:
     return Prepared(inp, gpus, pins, catalog)
 
 
+def check_probe_runs(probe_spec: Any, launcher: Any) -> None:
+    """ConfigError when no rank of ``probe_spec`` could run here (a probe binary not on PATH, the mpi probe without
+    mpi4py): found once, before anything launches or is written, instead of once per run. Ranks on other hosts
+    (launcher.node_hosts) have their own PATH and modules: not checked."""
+    import os
+    import sys
+
+    from envmatrix.probes import get_probe
+
+    if launcher.node_hosts(os.environ):
+        return
+    reason = get_probe(probe_spec.name).missing_here(probe_spec, sys.executable)
+    if reason:
+        raise ConfigError(reason)
+
+
 def named_setup(inp: SweepInput, name: str, flag: str = "--setup", what: str = "not in") -> Any:
     """The setup of the config called ``name``; ConfigError naming the flag and the setups there are."""
     named = {s.name: s for s in inp.setups}

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 from envmatrix import paths as em_paths
-from envmatrix.app.inputs import prepare
+from envmatrix.app.inputs import check_probe_runs, prepare
 from envmatrix.app.outputs import RunOutputs, write_run_outputs
 from envmatrix.errors import ConfigError, require
 
@@ -101,6 +101,7 @@ def search(request: SearchRequest, events: SearchEvents = SearchEvents()) -> Sea
         events.warn(warning)
     if request.dry_run:
         return plan
+    check_probe_runs(inp.probe, inp.make_launcher())
     optuna = require("optuna", "search", "envmatrix search")
 
     from envmatrix.engine import open_session

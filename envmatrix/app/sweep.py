@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Optional
 
 from envmatrix import paths as em_paths
-from envmatrix.app.inputs import prepare
+from envmatrix.app.inputs import check_probe_runs, prepare
 from envmatrix.app.network_axis import plan_shaping, shaping_session, with_flags, write_condition_tables
 from envmatrix.app.outputs import RunOutputs, write_run_outputs
 from envmatrix.config.resolve import SweepInput
@@ -122,6 +122,7 @@ def _sweep(request: SweepRequest, listener: Optional[Listener], warn: Callable[[
     from envmatrix.reporting.html import preload_renderer
 
     shaping = plan_shaping(inp, inp.make_launcher(), pins, len(gpus))  # refused here: nothing launched or written
+    check_probe_runs(inp.probe, inp.make_launcher())
     run_dir = em_paths.run_dir(request.out, inp.name)
     with open_session(inp, run_dir, pins, len(gpus), lock_for=request.command_line,
                       pool=pool if pool is not None else request.pool, jobs=jobs) as session:

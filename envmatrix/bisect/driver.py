@@ -114,17 +114,17 @@ def result_signature(result: ProbeResult):
     return signature(result)
 
 
-def stored_outcomes(results: Sequence[ProbeResult], baseline: Sequence[Atom], atoms: Sequence[Atom]) -> dict[frozenset, Any]:
-    """Stored results (e.g. the other setups of a sweep on this grid) whose env is baseline + some of ``atoms``:
-    known signatures of those atom subsets, free probes for the search."""
+def stored_probes(results: Sequence[ProbeResult], baseline: Sequence[Atom], atoms: Sequence[Atom]) -> dict[frozenset, ProbeResult]:
+    """Stored results (e.g. the other setups of a sweep on this grid) whose env is baseline + some of ``atoms``,
+    by atom subset: free probes for the search (the failing env's own result among them, with --failing)."""
     index = {str(a): i for i, a in enumerate(atoms)}
     base = {str(a) for a in baseline}
-    known: dict[frozenset, Any] = {}
+    known: dict[frozenset, ProbeResult] = {}
     for r in results:
         names = [str(Atom.from_json(a)) for a in (r.setup or {}).get("atoms", [])]
         if not base <= set(names) or any(n not in index and n not in base for n in names):
             continue
-        known[frozenset(index[n] for n in names if n in index)] = result_signature(r)
+        known[frozenset(index[n] for n in names if n in index)] = r
     return known
 
 
@@ -157,12 +157,15 @@ def bisect_env(
             on_probe(_subset_name(chosen, n), result, fresh)
         return result_signature(result)
 
-    known = stored_outcomes(stored, baseline, atoms)
+    free = stored_probes(stored, baseline, atoms)
+    known = {chosen: result_signature(r) for chosen, r in free.items()}
     # With repair on, each search certifies "explain" and the strict checks follow (each culprit atom unset in
     # the env: the repair's first probes anyway); flaky probes or no repair: each search certifies strict itself.
     certify = EXPLAIN if repair and repeats == 1 else STRICT
     peel = find_all_culprits(n, oracle, known=known, max_probes=max_probes, repeats=repeats, certify=certify, strict_after=repair)
     sigs: list[Any] = [s.signature for s in peel.sections]
+    for chosen, stored_result in free.items():  # a stored result names the failure as well as a launched one
+        results.setdefault(chosen, stored_result)
     full_result = results.get(frozenset(range(n)))
 
     def code(sig: Any) -> str:
@@ -190,7 +193,8 @@ def bisect_env(
         baseline=list(baseline),
         culprits=[[atoms[i] for i in sorted(c)] for c in peel.culprits],
         probes_launched=launched,
-        trail=[(sorted(a), code(sig)) for a, sig in peel.trail],
+        # the free probes first (the failing env leads), then what was launched
+        trail=[(sorted(a), code(known[a])) for a in sorted(known, key=len, reverse=True)] + [(sorted(a), code(sig)) for a, sig in peel.trail],
         complete=peel.complete,
         method=peel.status if peel.status != "ok" else "peeling" if len(sections) > 1 else "model",
         original=_failure(full_result) if full_result is not None else {"outcome": None, "line": None, "rank": None},

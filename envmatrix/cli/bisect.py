@@ -75,7 +75,10 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     console = make_console()
     done = bisect(request_from(BisectRequest, args), events(console))
     if isinstance(done, EnvBisectResult):
-        print_outputs(console, done.outputs)
+        if done.note:
+            console.print(done.note, markup=False, soft_wrap=True)
+        if done.outputs is not None:
+            print_outputs(console, done.outputs)
     elif isinstance(done, VersionBisectResult):
         console.print(done.verdict.message, markup=False)
         print_outputs(console, done.outputs)

@@ -90,7 +90,9 @@ class LineProgress:
     def __call__(self, event, progress, result) -> None:
         if event == "start":
             runs = "run" if progress.total == 1 else "runs"
-            self.console.print(f"{self.command}: {progress.total} {runs}, {progress.skipped} already in the store")
+            from envmatrix.reporting.console import resume_hint
+
+            self.console.print(f"{self.command}: {progress.total} {runs}, {resume_hint(progress)}", markup=False)
         elif result is not None:
             from envmatrix.reporting.console import clip_words, eta_suffix
 

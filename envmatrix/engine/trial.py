@@ -20,6 +20,7 @@ from envmatrix.results import ProbeResult
 class TrialProgress:
     total: int
     skipped: int = 0
+    skipped_failed: int = 0  # of the skipped: stored results that did not pass (--rerun runs them again)
     done: int = 0
     passed: int = 0
     failed: int = 0
@@ -112,7 +113,8 @@ def run_trials(session: Session, runs: Sequence[Run], *, rerun: bool = False, li
     from envmatrix.planning.packing import pack_batches
 
     done = set() if rerun else session.store.completed_keys(r.key for r in runs)
-    progress = TrialProgress(total=len(runs), skipped=len(done))
+    failed_before = sum(not r.passed for r in session.store.latest(run_keys=list(done))) if done else 0
+    progress = TrialProgress(total=len(runs), skipped=len(done), skipped_failed=failed_before)
     notify = listener or (lambda *_: None)
     notify("start", progress, None)
     todo = [run for run in runs if run.key not in done]

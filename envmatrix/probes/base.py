@@ -47,6 +47,11 @@ class Probe(abc.ABC):
     def rank_env(self, spec: ProbeSpec) -> dict[str, str]:
         return {}
 
+    def missing_here(self, spec: ProbeSpec, python: str) -> Optional[str]:
+        """Why no rank of this probe can run on this host (a binary or module it needs is absent), as one line
+        naming the key and what to do; None: nothing found missing. Checked once before a command launches."""
+        return None
+
     def rank_buffer_bytes(self, spec: ProbeSpec, world: int) -> int:
         """GPU memory one rank's own buffers take at most, besides its CUDA context and NCCL's (planning.placement
         adds those); 0 where the probe cannot tell (a user's command)."""

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import shlex
+import shutil
 from typing import Any, Optional, Sequence
 
 from envmatrix.errors import ConfigError
@@ -45,6 +47,16 @@ class CommandProbe(Probe):
 
     def rank_argv(self, spec: ProbeSpec, python: str) -> tuple[str, ...]:
         return command_argv(spec.params["command"])
+
+    def missing_here(self, spec: ProbeSpec, python: str) -> Optional[str]:
+        program = command_argv(spec.params["command"])[0]
+        if os.sep in program:
+            if os.path.isfile(program) and os.access(program, os.X_OK):
+                return None
+            return f"probe.command: {program!r} is not an executable file; allowed: a program on PATH or a path to one"
+        if shutil.which(program) is None:
+            return f"probe.command: {program!r} not found on PATH; allowed: a program on PATH or a path to one"
+        return None
 
     def interpret(self, rank: RankResult, process: ProcessOutcome, report: Optional[dict[str, Any]], log: str) -> RankResult:
         from_process(rank, process, log)

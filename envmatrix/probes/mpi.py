@@ -10,9 +10,11 @@ broken; if it passes, look at NCCL. mpi4py is an optional extra (``pip install
 
 from __future__ import annotations
 
+import importlib.util
 import json
-from typing import Any
+from typing import Any, Optional
 
+from envmatrix.boundary import MPI4PY_MISSING
 from envmatrix.errors import ConfigError
 from envmatrix.planning.plan import ProbeSpec
 from envmatrix.probes.base import Probe, register
@@ -33,6 +35,16 @@ class MpiProbe(Probe):
 
     def rank_env(self, spec: ProbeSpec) -> dict[str, str]:
         return {"ENVMATRIX_PROBE": json.dumps(spec.params, sort_keys=True)}
+
+    def missing_here(self, spec: ProbeSpec, python: str) -> Optional[str]:
+        # The ranks run this interpreter: without mpi4py every one would end unresolved (exit 125).
+        try:
+            found = importlib.util.find_spec("mpi4py") is not None
+        except (ImportError, ValueError):
+            found = False
+        if found:
+            return None
+        return f"probe mpi: {MPI4PY_MISSING.format(python=python)}"
 
     # Ranks write the same phase/outcome report as the built-in probe; judge it the same way.
     interpret = BuiltinProbe.interpret

@@ -10,12 +10,11 @@ import time
 from array import array
 from typing import Mapping, Optional
 
-from envmatrix.boundary import RESULT_DIR_VAR, any_rank, echoed_env
+from envmatrix.boundary import MPI4PY_MISSING, RESULT_DIR_VAR, any_rank, echoed_env
 from envmatrix.rank.identity import rank_identity
 from envmatrix.rank.main import Reporter, _fail
 
 SKIP_EXIT = 125
-MPI4PY_MISSING = "mpi4py is not installed for {python}; install it with: pip install 'envmatrix[mpi]' (needs an MPI library such as OpenMPI)"
 
 
 def world_problem(mpi_rank: int, mpi_size: int, launcher: Optional[tuple[int, int, int]]) -> Optional[str]:

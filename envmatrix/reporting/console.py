@@ -22,6 +22,7 @@ class Progress(Protocol):
 
     total: int
     skipped: int
+    skipped_failed: int
     done: int
     passed: int
     failed: int
@@ -31,6 +32,12 @@ class Progress(Protocol):
     def remaining(self) -> int: ...
 
     def eta_s(self) -> Optional[float]: ...
+
+
+def resume_hint(p: Progress) -> str:
+    """What a resumed command says about the stored results it will not run again."""
+    failed = f" ({p.skipped_failed} failed: --rerun runs them again)" if p.skipped_failed else ""
+    return f"{p.skipped} already in the store{failed}"
 
 
 def _fmt_eta(seconds: Optional[float]) -> str:
@@ -61,6 +68,8 @@ class LiveProgress:
 
     def __call__(self, event: str, progress: Progress, result: Optional[ProbeResult]) -> None:
         if event == "start":
+            if progress.skipped_failed:
+                self.console.print(resume_hint(progress), markup=False)
             self.live = Live(self._render(progress), console=self.console, refresh_per_second=4, transient=False)
             self.live.start()
             return
