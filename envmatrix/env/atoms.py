@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from envmatrix.errors import ConfigError
 
@@ -25,13 +25,17 @@ class Atom:
     value: str = ""
 
     def __str__(self) -> str:
-        if self.op == SET:
-            return f"{self.var}={self.value}"
+        return self.render(lambda value: value, "")
+
+    def render(self, quote: Callable[[str], str], assign: str) -> str:
+        """The atom as one line of shell: ``assign`` before an assignment ("export "), values through ``quote``."""
         if self.op == UNSET:
             return f"unset {self.var}"
+        if self.op == SET:
+            return f"{assign}{self.var}={quote(self.value)}"
         if self.op == PREPEND:
-            return f"{self.var}={self.value}:${self.var}"
-        return f"{self.var}=${self.var}:{self.value}"
+            return f"{assign}{self.var}={quote(self.value)}:${self.var}"
+        return f"{assign}{self.var}=${self.var}:{quote(self.value)}"
 
     def to_json(self) -> dict[str, str]:
         return {"var": self.var, "op": self.op, "value": self.value}
@@ -84,13 +88,7 @@ class Setup:
 def _shell_line(atom: Atom) -> str:
     import shlex
 
-    if atom.op == UNSET:
-        return f"unset {atom.var}"
-    if atom.op == SET:
-        return f"export {atom.var}={shlex.quote(atom.value)}"
-    if atom.op == PREPEND:
-        return f"export {atom.var}={shlex.quote(atom.value)}:${atom.var}"
-    return f"export {atom.var}=${atom.var}:{shlex.quote(atom.value)}"
+    return atom.render(shlex.quote, "export ")
 
 
 def scalar_to_str(value: Any, where: str) -> str:

@@ -88,19 +88,26 @@ class BenchContext:
 Builder = Callable[[BenchContext, int], tuple[Callable[[], None], Callable[[], int]]]
 
 
+def direct_or_torch(launch: Optional[Callable[[], None]], torch_call: Callable[[bool], Any]):
+    """A builder's ``run``: the direct launch when one is attached (rank/nccl_direct.py), else torch's call."""
+
+    def run(async_op=False):
+        if launch is not None:
+            launch()
+            return []
+        return [torch_call(async_op)]
+
+    run.direct_launch = launch  # the timers bind it to their stream and shift it per iteration
+    return run
+
+
 def build_allreduce(c: BenchContext, count: int):
     buf = c.send_buffer(c.pattern(count, c.rank))
     # direct launches are out of place, like nccl-tests' out-of-place column; torch's all_reduce is in place
     out = c.recv_buffer(count) if c.direct is not None else buf
     launch = c.direct.all_reduce(buf, out, c.shift(count)) if c.direct is not None else None
 
-    def run(async_op=False):
-        if launch is not None:
-            launch()
-            return []
-        return [c.dist.all_reduce(buf, async_op=async_op)]
-
-    run.direct_launch = launch  # the timers bind it to their stream and shift it per iteration
+    run = direct_or_torch(launch, lambda async_op: c.dist.all_reduce(buf, async_op=async_op))
     run.in_place = out is buf
 
     def check():
@@ -119,13 +126,7 @@ def build_allgather(c: BenchContext, count: int):
 
     launch = c.direct.all_gather(send, recv, c.shift(count)) if c.direct is not None else None
 
-    def run(async_op=False):
-        if launch is not None:
-            launch()
-            return []
-        return [c.dist.all_gather_into_tensor(recv, send, async_op=async_op)]
-
-    run.direct_launch = launch  # the timers bind it to their stream and shift it per iteration
+    run = direct_or_torch(launch, lambda async_op: c.dist.all_gather_into_tensor(recv, send, async_op=async_op))
 
     def check():
         recv.zero_()
@@ -142,13 +143,7 @@ def build_reduce_scatter(c: BenchContext, count: int):
 
     launch = c.direct.reduce_scatter(send, recv, c.shift(count)) if c.direct is not None else None
 
-    def run(async_op=False):
-        if launch is not None:
-            launch()
-            return []
-        return [c.dist.reduce_scatter_tensor(recv, send, async_op=async_op)]
-
-    run.direct_launch = launch  # the timers bind it to their stream and shift it per iteration
+    run = direct_or_torch(launch, lambda async_op: c.dist.reduce_scatter_tensor(recv, send, async_op=async_op))
 
     def check():
         recv.zero_()
@@ -169,13 +164,7 @@ def build_alltoall(c: BenchContext, count: int):
 
     launch = c.direct.all_to_all(send, recv, c.shift(count)) if c.direct is not None else None
 
-    def run(async_op=False):
-        if launch is not None:
-            launch()
-            return []
-        return [c.dist.all_to_all_single(recv, send, async_op=async_op)]
-
-    run.direct_launch = launch  # the timers bind it to their stream and shift it per iteration
+    run = direct_or_torch(launch, lambda async_op: c.dist.all_to_all_single(recv, send, async_op=async_op))
 
     def check():
         recv.zero_()
@@ -191,13 +180,7 @@ def build_broadcast(c: BenchContext, count: int):
     out = c.recv_buffer(count) if c.direct is not None else buf  # out of place when launched directly
     launch = c.direct.broadcast(buf, out, 0, c.shift(count)) if c.direct is not None else None
 
-    def run(async_op=False):
-        if launch is not None:
-            launch()
-            return []
-        return [c.dist.broadcast(buf, 0, async_op=async_op)]
-
-    run.direct_launch = launch  # the timers bind it to their stream and shift it per iteration
+    run = direct_or_torch(launch, lambda async_op: c.dist.broadcast(buf, 0, async_op=async_op))
     run.in_place = out is buf
 
     def check():

@@ -17,7 +17,7 @@ from typing import Any, Iterator, Mapping, Sequence
 
 from envmatrix.env.atoms import SET, Atom, Setup, scalar_to_str
 from envmatrix.errors import ConfigError, did_you_mean
-from envmatrix.strategies.base import StrategyContext, refuse_pinned
+from envmatrix.strategies.base import StrategyContext, int_option, name_prefix, refuse_pinned, resolve_base
 
 Row = tuple[int, ...]
 
@@ -221,3 +221,11 @@ def _parse_forbid(
             pairs.append((k, values[k].index(val)))
         out.append(tuple(sorted(pairs)))
     return tuple(out)
+
+
+def seeded_space(spec: Mapping[str, Any], ctx: StrategyContext) -> tuple[Space, int, str]:
+    """A seeded strategy's space, seed (``seed:`` or the run's) and name prefix (pairwise, random)."""
+    base = resolve_base(spec.get("base"), ctx, required=False)
+    space = parse_space(spec, base, ctx)
+    seed = int_option(spec, "seed", ctx.where, default=ctx.seed, minimum=-(2**63))
+    return space, seed, name_prefix(spec, base, ctx.where)

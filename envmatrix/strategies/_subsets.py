@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import string
 from dataclasses import dataclass
-from typing import Any, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 from envmatrix.env.atoms import Setup, scalar_to_str
 from envmatrix.errors import ConfigError, did_you_mean
@@ -26,6 +26,16 @@ class Subsets:
 
     def tag(self, combo: tuple[str, ...]) -> str:
         return "".join(self.labels[v] for v in combo) if combo else "none"
+
+    def setups(self, origin: str, sign: str, meta_key: str, drops: Callable[[set[str]], set[str]]) -> list[Setup]:
+        """Per combo, the base without the variables ``drops(combo)`` names, called ``<base><sign><labels>``."""
+        out = []
+        for combo in self.combos():
+            dropped = drops(set(combo))
+            atoms = tuple(a for a in self.base.atoms if a.var not in dropped)
+            meta = (("base", self.base.name), (meta_key, ",".join(combo)))
+            out.append(Setup(name=f"{self.base.name}{sign}{self.tag(combo)}", atoms=atoms, origin=origin, meta=meta))
+        return out
 
 
 def parse_subsets(

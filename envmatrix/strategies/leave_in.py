@@ -30,15 +30,4 @@ class LeaveInStrategy(Strategy):
         default = list(range(1, n)) if n > 1 else [0]
         sub = parse_subsets(spec, ctx, min_size=0, default_sizes=default)
         varied = set(sub.vars)
-        out = []
-        for combo in sub.combos():
-            keep = set(combo)
-            out.append(
-                Setup(
-                    name=f"{sub.base.name}+{sub.tag(combo)}",
-                    atoms=tuple(a for a in sub.base.atoms if a.var not in varied or a.var in keep),
-                    origin=self.kind,
-                    meta=(("base", sub.base.name), ("kept", ",".join(combo))),
-                )
-            )
-        return check_names(out, ctx.where)
+        return check_names(sub.setups(self.kind, "+", "kept", lambda kept: varied - kept), ctx.where)

@@ -27,15 +27,4 @@ class LeaveOutStrategy(Strategy):
     def generate(self, spec: Mapping[str, Any], ctx: StrategyContext) -> list[Setup]:
         self.check_spec(spec, ctx.where)
         sub = parse_subsets(spec, ctx, min_size=1)
-        out = []
-        for combo in sub.combos():
-            drop = set(combo)
-            out.append(
-                Setup(
-                    name=f"{sub.base.name}-{sub.tag(combo)}",
-                    atoms=tuple(a for a in sub.base.atoms if a.var not in drop),
-                    origin=self.kind,
-                    meta=(("base", sub.base.name), ("left_out", ",".join(combo))),
-                )
-            )
-        return check_names(out, ctx.where)
+        return check_names(sub.setups(self.kind, "-", "left_out", lambda left_out: left_out), ctx.where)

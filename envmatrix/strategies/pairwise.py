@@ -15,15 +15,8 @@ from typing import Any, Mapping
 
 from envmatrix.env.atoms import Setup
 from envmatrix.errors import ConfigError
-from envmatrix.strategies._space import Row, Space, parse_space
-from envmatrix.strategies.base import (
-    Strategy,
-    StrategyContext,
-    int_option,
-    name_prefix,
-    register,
-    resolve_base,
-)
+from envmatrix.strategies._space import Row, Space, seeded_space
+from envmatrix.strategies.base import Strategy, StrategyContext, int_option, register
 
 
 def _constraints(space: Space) -> list[dict[str, Any]]:
@@ -101,11 +94,8 @@ class PairwiseStrategy(Strategy):
 
     def generate(self, spec: Mapping[str, Any], ctx: StrategyContext) -> list[Setup]:
         self.check_spec(spec, ctx.where)
-        base = resolve_base(spec.get("base"), ctx, required=False)
-        space = parse_space(spec, base, ctx)
+        space, seed, prefix = seeded_space(spec, ctx)
         strength = int_option(spec, "strength", ctx.where, default=2, minimum=1)
-        seed = int_option(spec, "seed", ctx.where, default=ctx.seed, minimum=-(2**63))
-        prefix = name_prefix(spec, base, ctx.where)
         rows = covering_rows(space, strength, seed)
         if not rows:
             raise ConfigError(f"{ctx.where}.forbid: every combination is forbidden; no setup is left")

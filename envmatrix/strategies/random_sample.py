@@ -7,15 +7,8 @@ from typing import Any, Mapping
 
 from envmatrix.env.atoms import Setup
 from envmatrix.errors import ConfigError
-from envmatrix.strategies._space import Row, Space, parse_space
-from envmatrix.strategies.base import (
-    Strategy,
-    StrategyContext,
-    int_option,
-    name_prefix,
-    register,
-    resolve_base,
-)
+from envmatrix.strategies._space import Row, Space, seeded_space
+from envmatrix.strategies.base import Strategy, StrategyContext, int_option, register
 
 #: spaces up to this size are enumerated; larger ones are sampled by rejection
 ENUMERATE_LIMIT = 200_000
@@ -58,11 +51,8 @@ class RandomStrategy(Strategy):
 
     def generate(self, spec: Mapping[str, Any], ctx: StrategyContext) -> list[Setup]:
         self.check_spec(spec, ctx.where)
-        base = resolve_base(spec.get("base"), ctx, required=False)
-        space = parse_space(spec, base, ctx)
+        space, seed, prefix = seeded_space(spec, ctx)
         n = int_option(spec, "n", ctx.where, default=1, minimum=1)
-        seed = int_option(spec, "seed", ctx.where, default=ctx.seed, minimum=-(2**63))
-        prefix = name_prefix(spec, base, ctx.where)
         rows = sample_rows(space, n, seed)
         if rows is None:
             raise ConfigError(
