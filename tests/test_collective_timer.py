@@ -5,6 +5,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 SCRIPT = textwrap.dedent(
     """
     import json, os, sys
@@ -38,6 +40,7 @@ SCRIPT = textwrap.dedent(
 )
 
 
+@pytest.mark.slow  # a torch rank through every collective: 2 s alone, 26 s beside 4 workers
 def test_engine_rows_and_wrong_detection(tmp_path):
     import json
     import socket

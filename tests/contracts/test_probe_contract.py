@@ -119,14 +119,16 @@ def launcher_env(request, name: str, launcher: str):
     return request.getfixturevalue("slurm_allocation")
 
 
-def _marks(launcher: str, fault: str) -> list:
+def _marks(name: str, launcher: str, fault: str) -> list:
     """srun cases share this host's one real Slurm (its fixture starts and stops munged): one xdist worker runs them
-    all, with tests/test_launchers_srun.py's. A hang waits out its timeout: not in the fast lane."""
+    all, with tests/test_launchers_srun.py's. netpair's receiver serves iperf3 on a fixed port (5201): its cases run
+    on one worker too. A hang waits out its timeout: not in the fast lane."""
     marks = [pytest.mark.xdist_group("slurm")] if launcher == "srun" else []
+    marks += [pytest.mark.xdist_group("iperf3_port")] if name == "netpair" else []
     return marks + [pytest.mark.slow] if fault == "hang" else marks
 
 
-@pytest.mark.parametrize("name,launcher,fault", [pytest.param(*c, id="-".join(c), marks=_marks(*c[1:])) for c in COMBOS])
+@pytest.mark.parametrize("name,launcher,fault", [pytest.param(*c, id="-".join(c), marks=_marks(*c)) for c in COMBOS])
 def test_failure_class(name: str, launcher: str, fault: str, tmp_path: Path, launcher_env):
     result = _run_case(name, fault, tmp_path, launcher, launcher_env)
     explain = (result.outcome, result.root_cause, [(r.outcome, r.error, r.log_tail[-300:]) for r in result.ranks])
