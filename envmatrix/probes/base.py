@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import abc
+import json
 from typing import Any, Mapping, Optional, Sequence
 
 from envmatrix.bench.aggregate import aggregate_rows
@@ -64,6 +65,19 @@ class Probe(abc.ABC):
     @abc.abstractmethod
     def interpret(self, rank: RankResult, process: ProcessOutcome, report: Optional[dict[str, Any]], log: str) -> RankResult:
         """Pure: fill outcome/error/root cause of ``rank`` from what the rank left behind."""
+
+
+class ModuleProbe(Probe):
+    """A probe whose ranks run one of envmatrix's Python modules (``python -m rank_module``), which reads the
+    probe's parameters from ENVMATRIX_PROBE."""
+
+    rank_module: str = ""
+
+    def rank_argv(self, spec: ProbeSpec, python: str) -> tuple[str, ...]:
+        return (python, "-m", self.rank_module)
+
+    def rank_env(self, spec: ProbeSpec) -> dict[str, str]:
+        return {"ENVMATRIX_PROBE": json.dumps(spec.params, sort_keys=True)}
 
 
 def from_process(rank: RankResult, process: ProcessOutcome, log: str) -> RankResult:

@@ -3,7 +3,6 @@ optionally followed by a timed bench over a size sweep."""
 
 from __future__ import annotations
 
-import json
 from typing import Any, Mapping, Optional
 
 from envmatrix.bench.formulas import ALL
@@ -12,7 +11,7 @@ from envmatrix.bench.timing import DEFAULT_TIMING, check_timing
 from envmatrix.errors import ConfigError, did_you_mean
 from envmatrix.boundary import ProcessOutcome
 from envmatrix.planning.plan import ProbeSpec
-from envmatrix.probes.base import Probe, from_process, register
+from envmatrix.probes.base import ModuleProbe, from_process, register
 from envmatrix.probes.rootcause import root_cause_line
 from envmatrix.results import PASS, PEER_KILLED, TIMEOUT, RankResult
 
@@ -78,8 +77,9 @@ def nccl_debug_env(params: Mapping[str, Any]) -> dict[str, str]:
 
 
 @register
-class BuiltinProbe(Probe):
+class BuiltinProbe(ModuleProbe):
     name = "builtin"
+    rank_module = "envmatrix.rank.main"
     answers_stack_request = True  # rank.main.install_stack_dump
     defaults = {
         "collectives": list(COLLECTIVES),
@@ -125,9 +125,6 @@ class BuiltinProbe(Probe):
             params["nccl_debug"] = "INFO"  # the policy is checked on NCCL's own log
         return super().normalize(params, where, backend)
 
-    def rank_argv(self, spec: ProbeSpec, python: str) -> tuple[str, ...]:
-        return (python, "-m", "envmatrix.rank.main")
-
     def rank_buffer_bytes(self, spec: ProbeSpec, world: int) -> int:
         params = spec.params
         bench = params.get("bench")
@@ -138,7 +135,7 @@ class BuiltinProbe(Probe):
         return 2 * 4 * int(params.get("numel") or 0) * max(1, world)  # the checks' float32 send and gathered receive
 
     def rank_env(self, spec: ProbeSpec) -> dict[str, str]:
-        return {"ENVMATRIX_PROBE": json.dumps(spec.params, sort_keys=True), **nccl_debug_env(spec.params)}
+        return {**super().rank_env(spec), **nccl_debug_env(spec.params)}
 
     def interpret(self, rank: RankResult, process: ProcessOutcome, report: Optional[dict[str, Any]], log: str) -> RankResult:
         if report:

@@ -11,30 +11,24 @@ broken; if it passes, look at NCCL. mpi4py is an optional extra (``pip install
 from __future__ import annotations
 
 import importlib.util
-import json
 from typing import Any, Optional
 
 from envmatrix.boundary import MPI4PY_MISSING
 from envmatrix.errors import ConfigError
 from envmatrix.planning.plan import ProbeSpec
-from envmatrix.probes.base import Probe, register
+from envmatrix.probes.base import ModuleProbe, register
 from envmatrix.probes.builtin import BuiltinProbe
 
 @register
-class MpiProbe(Probe):
+class MpiProbe(ModuleProbe):
     name = "mpi"
+    rank_module = "envmatrix.rank.mpi_main"
     defaults = {"numel": 1024, "timeout_s": 60.0, "grace_s": 5.0}
 
     def normalize(self, params: dict[str, Any], where: str, backend: str) -> dict[str, Any]:
         if not isinstance(params["numel"], int) or isinstance(params["numel"], bool) or params["numel"] < 1:
             raise ConfigError(f"{where}.numel: {params['numel']!r} not allowed; allowed: an integer >= 1")
         return super().normalize(params, where, backend)
-
-    def rank_argv(self, spec: ProbeSpec, python: str) -> tuple[str, ...]:
-        return (python, "-m", "envmatrix.rank.mpi_main")
-
-    def rank_env(self, spec: ProbeSpec) -> dict[str, str]:
-        return {"ENVMATRIX_PROBE": json.dumps(spec.params, sort_keys=True)}
 
     def missing_here(self, spec: ProbeSpec, python: str) -> Optional[str]:
         # The ranks run this interpreter: without mpi4py every one would end unresolved (exit 125).

@@ -7,19 +7,19 @@ nothing to average over ranks. Each rank's tool versions say "not installed" whe
 
 from __future__ import annotations
 
-import json
 from typing import Any, Optional, Sequence
 
 from envmatrix.boundary import ProcessOutcome
 from envmatrix.errors import ConfigError
 from envmatrix.planning.plan import ProbeSpec
-from envmatrix.probes.base import Probe, from_process, register
+from envmatrix.probes.base import ModuleProbe, from_process, register
 from envmatrix.results import PASS, RankResult
 
 
 @register
-class NetPairProbe(Probe):
+class NetPairProbe(ModuleProbe):
     name = "netpair"
+    rank_module = "envmatrix.execution.netpair"
     defaults = {
         "pairs": [],  # this round's disjoint pairs of ranks: [receiver, sender]
         "addresses": [],  # the host (name or address) of each rank, by rank
@@ -41,12 +41,6 @@ class NetPairProbe(Probe):
         if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or seconds <= 0:
             raise ConfigError(f"{where}.iperf_seconds: {seconds!r} not allowed; allowed: a number of seconds > 0")
         return super().normalize(params, where, backend)
-
-    def rank_argv(self, spec: ProbeSpec, python: str) -> tuple[str, ...]:
-        return (python, "-m", "envmatrix.execution.netpair")
-
-    def rank_env(self, spec: ProbeSpec) -> dict[str, str]:
-        return {"ENVMATRIX_PROBE": json.dumps(spec.params, sort_keys=True)}
 
     def interpret(self, rank: RankResult, process: ProcessOutcome, report: Optional[dict[str, Any]], log: str) -> RankResult:
         from_process(rank, process, log)
