@@ -19,6 +19,33 @@ from envmatrix.reporting.html_model import RunData, SearchModel, SearchTrial, ce
 from envmatrix.results import ProbeResult
 
 
+def whole_store(runs: list, results: list[ProbeResult], stored: list[ProbeResult]) -> tuple[list, list[ProbeResult]]:
+    """The runs and results every report of a run directory shows: this command's ``runs`` and ``results``, then
+    each cell of the store (``stored``: newest attempt of every run) that they do not cover, newest winning, so
+    matrix.md and results.json show what report.html shows. Bisect and search probes are not cells."""
+    from envmatrix.env.atoms import Atom, Setup
+    from envmatrix.network.conditions import Condition
+    from envmatrix.planning.grid import parse_grid
+    from envmatrix.planning.plan import ProbeSpec, Run
+    from envmatrix.reporting.matrix import column_name
+
+    def cell(grid: str, setup: str, network: Optional[str]) -> tuple[str, str]:
+        return grid, column_name(setup, network)
+
+    covered = {cell(r.grid.label, r.setup.name, r.network and r.network.name) for r in runs}
+    mine = {r.key for r in runs}
+    extra: dict[tuple[str, str], tuple[Any, ProbeResult]] = {}
+    for r in cell_results(stored):
+        if r.run_key in mine or cell(r.grid, r.setup_name, r.network.get("name")) in covered:
+            continue
+        condition = Condition.from_json(r.network["condition"]) if r.network.get("condition") else None
+        run = Run(r.run_key, Setup(r.setup_name, tuple(Atom.from_json(a) for a in (r.setup or {}).get("atoms", []))),
+                  parse_grid(r.grid), ProbeSpec.make(r.probe.get("name", "builtin"), r.probe.get("params") or {}),
+                  r.backend, r.launcher, condition)
+        extra[cell(r.grid, r.setup_name, r.network.get("name"))] = (run, r)  # stored oldest first: newest wins
+    return runs + [run for run, _ in extra.values()], results + [r for _, r in extra.values()]
+
+
 def load_results(run_dir: str, where: str = "report") -> list[ProbeResult]:
     """Newest attempt of every stored run: results.sqlite, else the results.json a sweep writes next to it."""
     from envmatrix.engine.session import open_store_at

@@ -18,6 +18,7 @@ from envmatrix import paths as em_paths
 from envmatrix.app.inputs import check_probe_runs, prepare
 from envmatrix.app.network_axis import plan_shaping, shaping_session, with_flags, write_condition_tables
 from envmatrix.app.outputs import RunOutputs, write_run_outputs
+from envmatrix.app.report import whole_store
 from envmatrix.config.resolve import SweepInput
 from envmatrix.engine import Session, TrialProgress, open_session, run_trials
 from envmatrix.engine.trial import Listener, trial_workdir
@@ -131,9 +132,11 @@ def _sweep(request: SweepRequest, listener: Optional[Listener], warn: Callable[[
         session = shaping_session(session, shaping)
         _, results = run_sweep(inp, session, runs, rerun=request.rerun, listener=listener)
         stored = session.store.latest()
-    matrix = build_matrix(runs, results, [g.label for g in inp.grids])
+    # every report of the run directory shows the whole store (report.html draws it from `stored` too)
+    shown_runs, shown = whole_store(runs, results, stored)
+    matrix = build_matrix(shown_runs, shown, [g.label for g in inp.grids])
     title = f"envmatrix sweep {inp.name} ({inp.backend}, probe {inp.probe.name})"
-    reports = write_reports(run_dir, matrix, results, title)
+    reports = write_reports(run_dir, matrix, shown, title)
     if inp.conditions:
         reports += write_condition_tables(run_dir, results, f"{title}: network conditions")
     outputs = write_run_outputs(run_dir, request.junit, f"envmatrix.sweep.{inp.name}", results, stored)
