@@ -1,6 +1,7 @@
 """The structured sampler, the confirmation and the export decisions through `envmatrix search` with a real
 command probe (tests/data/search/fake_nccl_tests.py prints nccl-tests tables; one process per measurement)."""
 
+import re
 import sqlite3
 
 import pytest
@@ -54,9 +55,12 @@ def test_keep_the_default_when_no_candidate_beats_it(cli, tmp_path):
     done = run_search(cli, "search", f"conf={conf}", "--out", str(out))
     assert done.returncode == 0, done.stdout + done.stderr
     assert "keep the default" in done.stdout
+    # no single-measurement ratio beside the confirmed verdict (issue 39: 'best / default 2.890x' by 'keep the default')
+    assert not re.search(r"\d\.\d{3}x", done.stdout + (out / "search.md").read_text()), done.stdout
     exp = run_search(cli, "export", "--out", str(out))
     assert exp.returncode == 0, exp.stderr
     assert "keep the default" in exp.stdout and "tuner.csv not written: the default env is kept" in exp.stdout
+    assert "keep the default: keep the default" not in exp.stdout + (out / "export" / "best.sh").read_text()
     sh = (out / "export" / "best.sh").read_text()
     assert "export " not in sh and "keep the default" in sh
     assert not (out / "export" / "best_setup.yaml").exists() and not (out / "export" / "tuner.csv").exists()

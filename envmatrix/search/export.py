@@ -183,8 +183,8 @@ def export_decision(study: Any, index: int = 0) -> tuple[Optional[Any], str, lis
     ranking = {r["label"]: r for r in conf["ranking"]}
     if conf["keep_default"]:
         med = ranking.get(DEFAULT, {}).get("median")
-        return None, "", [f"keep the default: {conf['reason']} (default env median {med:.4g})" if med is not None
-                          else f"keep the default: {conf['reason']}"]
+        # the reason already says "keep the default: ..." (search.confirm.decide)
+        return None, "", [f"{conf['reason']} (default env median {med:.4g})" if med is not None else conf["reason"]]
     best = next(t for t in study.get_trials(deepcopy=False) if t.number == conf["winner"])
     row = ranking[conf["winner"]]
     comment = (f"trial {best.number}, confirmed: median {objectives[0].name}={row['median']:.4g} "

@@ -85,8 +85,9 @@ def build_report(study: Any, top_k: int = 10, storage_hint: str = "") -> SearchR
         rows = [[str(i), str(t.number), *[_fmt(v) for v in t.values], _params(t, names)] for i, t in enumerate(order[:top_k], 1)]
         rep.tables.append((f"top {min(top_k, len(order))} by {objectives[0].name}", (header, rows)))
         base = study.user_attrs.get(BASELINE_ATTR)
+        kept = bool((study.user_attrs.get("confirmation") or {}).get("keep_default"))
         if base:
-            rep.tables.append(("default env (empty setup) vs best", baseline_table(base, best, objectives, meta.get("grids", []))))
+            rep.tables.append(("default env (empty setup) vs best", baseline_table(base, best, objectives, meta.get("grids", []), kept)))
     conf = study.user_attrs.get("confirmation")
     if conf:
         rows = [["default env" if r["label"] == "default" else f"trial {r['label']}", _fmt(r["median"]), _fmt(r["low"]),
@@ -117,19 +118,22 @@ def build_report(study: Any, top_k: int = 10, storage_hint: str = "") -> SearchR
     return rep
 
 
-def baseline_table(base: dict, best: Any, objectives: Any, grids: list[str]) -> Table:
+def baseline_table(base: dict, best: Any, objectives: Any, grids: list[str], kept_default: bool = False) -> Table:
+    """``kept_default``: the confirmation's interleaved repeats kept the default env, so the single measurement of
+    the best trial is no gain to print a ratio for."""
     header = ["grid", "objective", "default env", "best", "best / default"]
     rows = []
     if base.get("failed"):
         return (["note"], [[f"default env failed: {base.get('failure_class')}: {base.get('root_cause')}"]])
     per_best = best.user_attrs.get("per_grid") or {}
     per_base = base.get("per_grid") or {}
+    ratio = (lambda *_: "default kept (confirmed)") if kept_default else _ratio
     for i, o in enumerate(objectives):
         for g in grids:
             b, v = (per_base.get(g) or [None] * len(objectives))[i], (per_best.get(g) or [None] * len(objectives))[i]
-            rows.append([g, o.name, _fmt(b), _fmt(v), _ratio(v, b, o.direction)])
+            rows.append([g, o.name, _fmt(b), _fmt(v), ratio(v, b, o.direction)])
         b, v = base["values"][i], best.values[i]
-        rows.append(["all", o.name, _fmt(b), _fmt(v), _ratio(v, b, o.direction)])
+        rows.append(["all", o.name, _fmt(b), _fmt(v), ratio(v, b, o.direction)])
     return (header, rows)
 
 
