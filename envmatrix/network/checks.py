@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import os
+import threading
 from typing import Iterable, Optional
 
 from pyroute2.netlink.exceptions import NetlinkError
@@ -29,9 +30,17 @@ def privilege_problem() -> Optional[str]:
     return None if caps & (1 << _CAP_NET_ADMIN) else "needs root or CAP_NET_ADMIN to install qdiscs"
 
 
-@functools.lru_cache(maxsize=1)
+_SUPPORT_LOCK = threading.Lock()  # threads shaping at once try the kernel once, in one namespace
+
+
 def kernel_support() -> dict[str, Optional[str]]:
     """What the kernel can do, tried in a throw-away namespace: feature -> None (works) or the kernel's answer."""
+    with _SUPPORT_LOCK:
+        return dict(_kernel_support())
+
+
+@functools.lru_cache(maxsize=1)
+def _kernel_support() -> dict[str, Optional[str]]:
     answers: dict[str, Optional[str]] = {}
     name = f"emxk{os.getpid()}"
     with netlink.scratch_namespace(name) as ipr:

@@ -63,7 +63,10 @@ def create_namespace(name: str) -> None:
 
 def remove_namespace(name: str) -> None:
     if os.path.exists(netns_path(name)):
-        pyroute2_netns.remove(name)
+        try:
+            pyroute2_netns.remove(name)
+        except FileNotFoundError:  # removed meanwhile by another thread or process
+            pass
 
 
 @contextlib.contextmanager

@@ -11,11 +11,13 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import threading
 from pathlib import Path
 from typing import Callable, Optional
 
 STATE_ENV = "ENVMATRIX_STATE_DIR"  # tests point it elsewhere; the default survives nothing but the boot
 DEFAULT_STATE_ROOT = "/run/envmatrix"
+_OWN_FILE_LOCK = threading.Lock()  # threads of one process share its file (read, change, replace)
 
 
 def state_root() -> Path:
@@ -63,22 +65,15 @@ def _write(path: Path, data: dict) -> None:
 
 def record(key: str, entry: dict) -> None:
     """Write ``entry`` (what is about to be installed, and what to restore) under ``key`` before installing it."""
-    path = _own_file()
-    data = _read(path) or {"pid": os.getpid(), "start_time": process_start_time(os.getpid()), "entries": {}}
-    data["entries"][key] = entry
-    _write(path, data)
+    with _OWN_FILE_LOCK:
+        path = _own_file()
+        data = _read(path) or {"pid": os.getpid(), "start_time": process_start_time(os.getpid()), "entries": {}}
+        data["entries"][key] = entry
+        _write(path, data)
 
 
 def forget(key: str) -> None:
-    path = _own_file()
-    data = _read(path)
-    if not data:
-        return
-    data.get("entries", {}).pop(key, None)
-    if data.get("entries"):
-        _write(path, data)
-    else:
-        path.unlink(missing_ok=True)
+    drop_entry(_own_file(), key)
 
 
 def entries(include_live: bool = False) -> list[tuple[Path, str, dict]]:
@@ -104,12 +99,15 @@ def owner(path: Path) -> tuple[Optional[int], bool]:
 
 
 def drop_entry(path: Path, key: str) -> None:
-    data = _read(path)
-    data.get("entries", {}).pop(key, None)
-    if data.get("entries"):
-        _write(path, data)
-    else:
-        path.unlink(missing_ok=True)
+    with _OWN_FILE_LOCK:
+        data = _read(path)
+        if not data:
+            return
+        data.get("entries", {}).pop(key, None)
+        if data.get("entries"):
+            _write(path, data)
+        else:
+            path.unlink(missing_ok=True)
 
 
 def reap_stale(report: Optional[Callable[[str], None]] = None, include_live: bool = False) -> list[str]:
