@@ -1,6 +1,7 @@
 """Emulated hosts (issue 38) through the real CLI: real gloo ranks on CPU, placed by planning/placement.py; one
 GPU test (skipped without a GPU) runs real NCCL ranks sharing one GPU as two emulated hosts."""
 
+import functools
 import json
 import shutil
 import subprocess
@@ -143,6 +144,46 @@ def test_search_on_shared_gpus_is_refused_unless_its_figures_are_allowed(cli, tm
     assert "grids 2x1 would share GPUs as emulated hosts" in done.stderr and "search.allow_shared_gpu_figures=true" in done.stderr
     allowed = cli.run("search", f"conf={conf}", "--emulate-hosts", "search.allow_shared_gpu_figures=true", "--dry-run")
     assert allowed.returncode == 0, allowed.stdout + allowed.stderr
+
+
+NAMESPACES = """
+name: emulated_ns
+backend: gloo
+grids: [2x1]
+launcher_opts:
+  local:
+    emulate_hosts: {namespaces: true}
+setups:
+  ok: {}
+probe:
+  timeout_s: 60
+  collectives: [allreduce, allgather]
+"""
+
+
+@functools.lru_cache(maxsize=None)
+def _namespaces_here() -> str:
+    from envmatrix.cluster.emulated import unavailable_reason
+
+    return unavailable_reason() or ""
+
+
+@pytest.mark.skipif(bool(_namespaces_here()), reason=_namespaces_here() or "namespaces available")
+def test_each_emulated_host_in_its_own_network_namespace(cli, tmp_path):
+    from envmatrix.network.netlink import namespaces
+
+    conf = write_conf(tmp_path / "ns.yaml", NAMESPACES)
+    out = tmp_path / "run"
+    done = cli.run("sweep", f"conf={conf}", "--out", str(out))
+    assert done.returncode == 0, done.stdout + done.stderr
+    (result,) = _results(out)
+    # each rank started inside its host's namespace, named as its emulated host, talking over that host's eth0
+    made = [argv[argv.index("envmatrix.execution.netns_enter") + 1] for argv in result.argv]
+    assert len(set(made)) == 2 and [argv[argv.index("--hostname") + 1] for argv in result.argv] == ["emh0", "emh1"]
+    assert [(k.hostname, k.nic) for k in result.ranks] == [("emh0", "eth0"), ("emh1", "eth0")]
+    master = {k.env.get("MASTER_ADDR") for k in result.ranks} - {None}
+    assert not master or not master & {"127.0.0.1", "localhost"}
+    assert not set(made) & set(namespaces()), "the session's namespaces outlived it"
 
 
 def _gpus() -> int:

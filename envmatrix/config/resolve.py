@@ -13,7 +13,7 @@ from typing import Any, Mapping, Sequence
 
 from envmatrix.env.atoms import UNSET, Setup
 from envmatrix.env.merge import SAFETY_PINS
-from envmatrix.errors import ConfigError, did_you_mean
+from envmatrix.errors import ConfigError, PlanError, did_you_mean
 from envmatrix.paths import check_name
 from envmatrix.planning.grid import Grid, auto_grids, check_fits, nodes_elsewhere, parse_grids
 from envmatrix.planning.plan import ProbeSpec
@@ -121,6 +121,14 @@ def check_shared_gpus(grids: Sequence[Grid], backend: str, gpus: int, launcher: 
         check_capacity(place(grid, backend, gpus, True), grid, capacity, probe.rank_buffer_bytes(spec, grid.world))
 
 
+def check_host_namespaces(data: Mapping[str, Any]) -> None:
+    """emulate_hosts: {namespaces: true} makes network namespaces, a bridge and veths: root only, said before anything runs."""
+    value = ((data.get("launcher_opts") or {}).get("local") or {}).get("emulate_hosts")
+    if isinstance(value, Mapping) and value.get("namespaces") is True and os.geteuid() != 0:
+        raise PlanError("launcher_opts.local.emulate_hosts.namespaces: true needs root (network namespaces, veth, bridge); "
+                        "allowed: emulate_hosts: true (every emulated host in this namespace), or run as root")
+
+
 def check_emulate_hosts_launcher(data: Mapping[str, Any]) -> None:
     """--emulate-hosts (launcher_opts.local.emulate_hosts) places ranks of the local launcher; any other launcher
     places its ranks itself, so the flag would say nothing there."""
@@ -186,6 +194,7 @@ def resolve(
     name = check_name(data.get("name") or conf_file.stem, "name")  # it names the run directory
     check_launcher_opts(data.get("launcher_opts") or {})
     check_emulate_hosts_launcher(data)
+    check_host_namespaces(data)
     launcher_opts = dict((data.get("launcher_opts") or {}).get(str(data["launcher"])) or {})
     launcher = configure_launcher(str(data["launcher"]), launcher_opts, tuple(data.get("hosts") or ()))
     backend = resolve_backend(str(data["backend"]), gpus, ranks_elsewhere(launcher))

@@ -21,7 +21,7 @@ from envmatrix.env.merge import materialize
 from envmatrix.execution.hang import StackRequest, diagnose, ras_address
 from envmatrix.execution.processes import run_group
 from envmatrix.parsers.nccl_log import merge, parse_nccl_log, transport_label
-from envmatrix.launchers.base import LaunchContext, Launcher, LaunchPlan
+from envmatrix.launchers.base import HostSeat, LaunchContext, Launcher, LaunchPlan
 from envmatrix.launchers.rank_exits import RankExit, account_of, rank_outcome
 from envmatrix.planning.plan import Run
 from envmatrix.probes.base import Probe
@@ -61,10 +61,10 @@ def intended_setup_env(setup: Setup) -> dict[str, str]:
 
 
 def launch_context(run: Run, probe: Probe, workdir: str, inherited_env: Mapping[str, str], pins: Mapping[str, str],
-                   gpus: int, python: str, port: int) -> LaunchContext:
+                   gpus: int, python: str, port: int, host_seats: tuple[HostSeat, ...] = ()) -> LaunchContext:
     """What the launcher builds from; --dry-run renders the same plan without starting it."""
     return LaunchContext(workdir=workdir, inherited_env=inherited_env, pins=pins, rank_argv=probe.rank_argv(run.probe, python),
-                         probe_env=probe.rank_env(run.probe), port=port, gpus=gpus)
+                         probe_env=probe.rank_env(run.probe), port=port, gpus=gpus, host_seats=host_seats)
 
 
 @dataclass
@@ -97,10 +97,11 @@ def execute(
     gpus: int,
     python: str = sys.executable,
     pool: Any = None,
+    host_seats: tuple[HostSeat, ...] = (),
 ) -> ProbeResult:
     """Start ``run``'s processes, read every rank's result, and judge the run: the steps below, in order."""
     os.makedirs(workdir, exist_ok=True)
-    plan = launcher.build(run, launch_context(run, probe, workdir, inherited_env, pins, gpus, python, free_port()))
+    plan = launcher.build(run, launch_context(run, probe, workdir, inherited_env, pins, gpus, python, free_port(), host_seats))
     launched = start(run, launcher, probe, plan, workdir, pool)
     collected = collect_ranks(launcher, probe, launched, workdir)
     outcome, cause = judge_ranks(launcher, launched, collected)

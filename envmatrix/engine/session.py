@@ -7,7 +7,7 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterator, Mapping, Optional
 
-from envmatrix.launchers.base import Launcher
+from envmatrix.launchers.base import HostSeat, Launcher
 from envmatrix.paths import store_url
 from envmatrix.planning.plan import ProbeSpec
 from envmatrix.store.base import ResultStore
@@ -31,6 +31,8 @@ class Session:
     judge: Optional[Callable[[Any], None]] = None  # marks a result against the config's expectations before it is stored
     # shapes a run's links under its network condition (engine.network.Shaper); None: no network axis to apply
     shaper: Optional[Callable[..., Any]] = None
+    # each emulated host's network namespace when the launcher asks for them (emulate_hosts: {namespaces: true})
+    host_seats: tuple[HostSeat, ...] = ()
     _probe: Any = field(default=None, repr=False)
 
     @property
@@ -103,6 +105,20 @@ def open_session(
 
             warm = WarmPool(environ)
             stack.callback(warm.close)
+        seats = host_namespaces(stack, max((g.nodes for g in inp.grids), default=1)) if launcher.host_namespaces else ()
         yield Session(store=store, run_dir=run_dir, launcher=launcher, launcher_key=inp.launcher_key,
                       probe_spec=probe_spec or inp.probe, backend=inp.backend, environ=environ, pins=pins,
-                      gpus=gpus, host=host, sweep_id=sweep_id, pool=warm, jobs=jobs)
+                      gpus=gpus, host=host, sweep_id=sweep_id, pool=warm, jobs=jobs, host_seats=seats)
+
+
+def host_namespaces(stack: ExitStack, hosts: int) -> tuple[HostSeat, ...]:
+    """A network namespace per emulated host on one bridge (envmatrix.cluster) for this session, taken down with
+    it (and by the next command's reaper after a kill -9); each host's ranks start inside its namespace."""
+    from envmatrix import cluster
+    from envmatrix.execution.netns import netns_argv
+    from envmatrix.planning.placement import emulated_hostname
+
+    made = cluster.up(hosts)
+    stack.callback(made.down)
+    return tuple(HostSeat(emulated_hostname(i), tuple(netns_argv(made.ns(h), [], hostname=emulated_hostname(i))),
+                          made.addresses[h]) for i, h in enumerate(made.hosts))

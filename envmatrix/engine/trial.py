@@ -82,7 +82,8 @@ def _launch(session: Session, run: Run, label: Optional[str], cuda_visible: Opti
         environ, gpus = {**environ, "CUDA_VISIBLE_DEVICES": cuda_visible}, len(cuda_visible.split(","))
     workdir = trial_workdir(session.run_dir, run, label, f"{time.strftime('%Y%m%dT%H%M%S')}-{time.time_ns() % 10**9:09d}")
     if run.network is None:
-        result = execute(run, session.launcher, session.probe, workdir, environ, session.pins, gpus, pool=session.pool)
+        result = execute(run, session.launcher, session.probe, workdir, environ, session.pins, gpus, pool=session.pool,
+                         host_seats=session.host_seats)
     else:
         from envmatrix.engine.network import no_shaping
 
@@ -94,7 +95,7 @@ def _launch(session: Session, run: Run, label: Optional[str], cuda_visible: Opti
                             "network_options.interface")
         with (session.shaper if run.shaped else no_shaping)(run, workdir) as record:
             result = execute(run, session.launcher, session.probe, workdir, environ, session.pins, gpus,
-                             pool=session.pool)
+                             pool=session.pool, host_seats=session.host_seats)
         result.network = record.to_json()  # filled once the links are restored: the proof's "after" included
     result.sweep_id, result.host = session.sweep_id, session.host
     if session.judge is not None:

@@ -28,6 +28,17 @@ class RankSlot:
 
 
 @dataclass(frozen=True)
+class HostSeat:
+    """An emulated host with a network namespace of its own (``emulate_hosts: {namespaces: true}``): its name, the
+    argv prefix that starts a process inside it (execution.netns.netns_argv), and its address on the bridge."""
+
+    name: str
+    argv_prefix: tuple[str, ...]
+    address: str
+    ifname: str = "eth0"
+
+
+@dataclass(frozen=True)
 class LaunchContext:
     """Everything a launcher needs besides the run; all values are plain data."""
 
@@ -38,6 +49,8 @@ class LaunchContext:
     probe_env: Mapping[str, str] = field(default_factory=dict)
     port: int = 29500
     gpus: int = 0
+    # One per emulated node when the engine gave each its own network namespace; () = every rank in this one.
+    host_seats: tuple[HostSeat, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -82,6 +95,9 @@ class Launcher(abc.ABC):
     # True: ranks may share this host's GPUs as emulated hosts (local launcher, --emulate-hosts): grids larger
     # than the GPUs are placed round-robin (planning.placement) instead of refused.
     emulates_hosts: bool = False
+    # True: each emulated host wants a network namespace of its own on a bridge (root only); the engine makes them
+    # for the session (envmatrix.cluster) and hands them over as LaunchContext.host_seats.
+    host_namespaces: bool = False
 
     @abc.abstractmethod
     def build(self, run: Run, ctx: LaunchContext) -> LaunchPlan:

@@ -76,7 +76,7 @@ class LocalLauncher(Launcher):
             raise ConfigError(f"launcher_opts.local: unknown key {unknown[0]!r}; allowed: {', '.join(self.option_defaults)}")
         value = opts.get("emulate_hosts", False)
         self.emulates_hosts = check_emulate_hosts(value)
-        self.namespaces = isinstance(value, Mapping) and bool(value.get("namespaces"))
+        self.host_namespaces = isinstance(value, Mapping) and bool(value.get("namespaces"))
 
     def placement(self, run: Run, gpus: int) -> Placement:
         return place(run.grid, run.backend, gpus, self.emulates_hosts)
@@ -89,21 +89,27 @@ class LocalLauncher(Launcher):
     def build(self, run: Run, ctx: LaunchContext) -> LaunchPlan:
         placement = self.placement(run, ctx.gpus)
         slots = self.slots(run, ctx.gpus)
+        seats = ctx.host_seats
+        if seats and len(seats) < run.grid.nodes:
+            raise ConfigError(f"grids: {run.grid.label} needs {run.grid.nodes} emulated hosts but {len(seats)} namespaces were made")
+        # In namespaces every host talks over its own interface to the others' addresses; else all over loopback.
+        defaults = {"GLOO_SOCKET_IFNAME": seats[0].ifname, "NCCL_SOCKET_IFNAME": seats[0].ifname} if seats else LOOPBACK_DEFAULTS
         envs = []
         procs = []
         for slot in slots:
+            seat_vars = {"MASTER_ADDR": seats[0].address} if seats else {}
             env = compose_rank_env(
                 inherited=ctx.inherited_env,
-                harness_defaults=LOOPBACK_DEFAULTS,
+                harness_defaults=defaults,
                 atoms=run.setup.atoms,
-                rank_vars={**ctx.probe_env, **rank_vars(run, slot, ctx),
+                rank_vars={**ctx.probe_env, **rank_vars(run, slot, ctx), **seat_vars,
                            **({EMULATED_HOST_VAR: slot.host} if placement.emulated_hosts else {})},
                 pins=ctx.pins,
             )
             envs.append(env)
             procs.append(
                 ProcessSpec(
-                    argv=tuple(ctx.rank_argv),
+                    argv=(*(seats[slot.node].argv_prefix if seats else ()), *ctx.rank_argv),
                     env=env,
                     log_path=os.path.join(ctx.workdir, f"rank{slot.rank}.log"),
                     label=f"rank{slot.rank}",
