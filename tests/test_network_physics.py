@@ -87,7 +87,7 @@ def test_seed_000_table_layout_and_flags():
     assert block.labels == ["64M gloo", "64M nccl", "128M gloo", "128M nccl"]  # seed 000's column order
     assert [name for name, _ in block.conditions] == ["default", "b1g", "b200m"]
     text = conditions_markdown(seed_000_results())
-    assert "| b1g | rate=1gbit | 541.0 ms (S/R 536.9 ms) |" in text
+    assert "| b1g | rate=1gbit | 541.0 ms (S/R 536.9) |" in text
     assert "110.0 ms (S/R 2.68 s) **shaping not in effect**" in text
     assert "0 bytes went through the shaped qdiscs" in text
     rows = list(csv.DictReader(io.StringIO(conditions_csv(seed_000_results()))))

@@ -125,7 +125,9 @@ def cell_text(cell: Optional[ConditionCell]) -> str:
         return "-"
     text = format_time(cell.median_s)
     if cell.check.bound_s is not None:
-        text += f" (S/R {format_time(cell.check.bound_s)})"
+        bound = format_time(cell.check.bound_s)
+        same_unit = bound.split()[1] == text.split()[1]
+        text += f" (S/R {bound.split()[0] if same_unit else bound})"  # "541.0 ms (S/R 536.9)": the cell's unit
     if cell.check.verdict == physics.NOT_IN_EFFECT:
         text += " **shaping not in effect**"
     elif cell.check.verdict == physics.BOX_LIMITED:

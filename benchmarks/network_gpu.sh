@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# Issue 33 on ONE GPU (H100 or H200), target < 8 min: seed 000's and seed 001's tables under network conditions, with
+# NCCL over NET/Socket between emulated hosts that share GPU 0. `envmatrix cluster up 8` makes 8 network-namespace
+# hosts on a bridge (netlink through the carried pyroute2 wheel: the box has no ip/tc binaries), mpirun reaches them
+# through the cluster's agent, and every shaped run's hosts get an htb rate on their eth0 (envmatrix.network).
+#   (1) seed 000: p2p 64M/128M on 2x1, gloo and nccl, under default, 5gbit, 1gbit, 200mbit (3 timed, 1 warm-up);
+#   (2) seed 001: allreduce, ps_central, ps_sharded at 256 MiB on 4x1 and 8x1, nccl, under default and 5gbit
+#       (the network: axis in a config file).
+# Box-limited cells (the shared GPU/CPU, not the condition, set the time) and cells under S/R are marked in the tables.
+# usage (repo root, on the box, carry [".whl"]): bash benchmarks/network_gpu.sh
+# outputs ($OUT): summary.txt (everything printed), seed000_conditions.{md,csv}, seed001_conditions.{md,csv},
+#   seed000_report.html, seed001_report.html, network_gpu_logs.tar.gz
+set -uo pipefail
+source benchmarks/box_env.sh  # NVLS pins, carried wheels (pyroute2, hydra, omegaconf, ...) on PYTHONPATH
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1  # every process, ranks included
+export ENVMATRIX_STATE_DIR=/tmp/envmatrix_state
+PY=${PY:-python3}
+W=/tmp/network_gpu; rm -rf "$W"; mkdir -p "$W"
+S="$OUT/summary.txt"
+since() { echo "$(( $(date +%s) - $1 )) s"; }
+GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+{
+echo "== box"
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+"$PY" -c 'import torch; print("torch", torch.__version__, "nccl", ".".join(map(str, torch.cuda.nccl.version())))'
+mpirun --version | head -1
+uname -r
+T0=$(date +%s)
+
+echo; echo "== cluster up 8 (namespaces through netlink)"
+"$PY" -m envmatrix cluster up 8 --name gpunet 2>&1 | tail -12
+AGENT=$("$PY" -c 'from envmatrix import cluster; print(cluster.attach("gpunet").agent)')
+cat > "$W/cluster.yaml" <<EOF
+name: network_gpu
+backend: nccl
+launcher: mpirun
+hosts: [node0, node1, node2, node3, node4, node5, node6, node7]
+launcher_opts: {mpirun: {extra_args: [--mca, plm_rsh_agent, $AGENT]}}
+# NCCL between the emulated hosts: sockets over each host's eth0 (the shaped link), never IB
+setups: {socket: {NCCL_SOCKET_IFNAME: eth0, NCCL_IB_DISABLE: "1"}}
+probe: {timeout_s: 240}
+EOF
+cat > "$W/seed001.yaml" <<EOF
+name: seed001
+backend: nccl
+launcher: mpirun
+hosts: [node0, node1, node2, node3, node4, node5, node6, node7]
+launcher_opts: {mpirun: {extra_args: [--mca, plm_rsh_agent, $AGENT]}}
+setups: {socket: {NCCL_SOCKET_IFNAME: eth0, NCCL_IB_DISABLE: "1"}}
+grids: [4x1, 8x1]
+network: {default: {}, b5g: {rate: 5gbit}}
+probe: {timeout_s: 300, bench: {collectives: [allreduce, ps_central, ps_sharded], min_bytes: 256M, max_bytes: 256M,
+        iters: 3, warmup: 1, check: false}}
+EOF
+
+echo; echo "== (1) seed 000: p2p 64M/128M, 2 hosts on GPU 0, gloo and nccl, 4 conditions"
+t=$(date +%s)
+timeout 300 "$PY" -m envmatrix bench conf="$W/cluster.yaml" --setup socket --grid 2x1 -c p2p -b 64M -e 128M \
+  -n 3 -w 1 --no-check --timeout 240 --backends gloo,nccl \
+  --network default --network b5g:rate=5gbit --network b1g:rate=1gbit --network b200m:rate=200mbit \
+  --out "$W/seed000" > "$W/seed000.log" 2>&1
+echo "-- rc $?, $(since $t)"
+"$PY" -m envmatrix report "$W/seed000" --table conditions --title "seed 000 on $GPU, 2 emulated hosts sharing GPU 0"
+grep -E "error|refused" "$W/seed000.log" | tail -5
+
+echo; echo "== (2) seed 001: allreduce, ps_central, ps_sharded at 256 MiB, 4 and 8 hosts on GPU 0, nccl, 2 conditions"
+t=$(date +%s)
+timeout 330 "$PY" -m envmatrix sweep conf="$W/seed001.yaml" --out "$W/seed001" > "$W/seed001.log" 2>&1
+echo "-- rc $?, $(since $t)"
+"$PY" -m envmatrix report "$W/seed001" --table conditions --title "seed 001 on $GPU, emulated hosts sharing GPU 0"
+grep -E "passed|error|refused" "$W/seed001.log" | tail -5
+
+echo; echo "== transports NCCL reported (NET/Socket expected between emulated hosts)"
+"$PY" - "$W/seed000/results.json" "$W/seed001/results.json" <<'PY'
+import json, sys
+for path in sys.argv[1:]:
+    try:
+        rows = json.load(open(path))["results"]
+    except (OSError, ValueError) as exc:
+        print(path, "unreadable:", exc); continue
+    for r in rows:
+        print(r["backend"], r["grid"], (r.get("network") or {}).get("name", "default"), r["outcome"],
+              (r.get("nccl") or {}).get("transport"), "sent", sum((r.get("network") or {}).get("sent_bytes", {}).values()))
+PY
+
+echo; echo "== left behind (expect nothing)"
+"$PY" -m envmatrix network show 2>&1 | tail -5
+"$PY" -m envmatrix cluster down --name gpunet 2>&1 | tail -3
+echo "== total $(since $T0)"
+} 2>&1 | tee "$S"
+for run in seed000 seed001; do
+  cp "$W/$run/conditions.md" "$OUT/${run}_conditions.md" 2>/dev/null
+  cp "$W/$run/conditions.csv" "$OUT/${run}_conditions.csv" 2>/dev/null
+  cp "$W/$run/report.html" "$OUT/${run}_report.html" 2>/dev/null
+done
+tar -C "$W" -czf "$OUT/network_gpu_logs.tar.gz" seed000.log seed001.log seed000/results.json seed001/results.json \
+  seed001/matrix.md 2>/dev/null
+ls -la "$OUT"
