@@ -161,6 +161,10 @@ def tuner_csv(study: Any) -> Optional[str]:
         "# One row per (grid, collective, size range): the fastest completed trial's algorithm/protocol/channels at",
         "# each measured size; sizes above the largest measured one are left to NCCL. Use: NCCL_TUNER_CONFIG_FILE=<this file>",
     ]
+    shared = sorted({g for t in completed(study) for g in t.user_attrs.get("shared_gpu") or []})
+    if shared:  # only there when the study was told search.allow_shared_gpu_figures: the file says what it rests on
+        head.append(f"# NOT REPRESENTATIVE: on {', '.join(shared)} the ranks shared GPUs as emulated hosts "
+                    "(search.allow_shared_gpu_figures); these choices rest on one GPU's split bandwidth")
     return "\n".join(head + [",".join(r) for r in rows]) + "\n"
 
 
