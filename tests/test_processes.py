@@ -132,7 +132,7 @@ def test_the_kill_reaches_children_in_sessions_of_their_own(tmp_path):
     import sys
 
     from conftest import assert_no_processes
-    from envmatrix.execution.processes import _killpg
+    from envmatrix.execution.processes import kill_tree
 
     marker = "own-session-" + tmp_path.name
     ready = tmp_path / "ready"
@@ -144,7 +144,7 @@ def test_the_kill_reaches_children_in_sessions_of_their_own(tmp_path):
     while not ready.exists() and time.time() < deadline:
         time.sleep(0.05)
     assert ready.exists()
-    _killpg(parent.pid)
+    kill_tree(parent.pid)
     parent.wait(timeout=10)
     assert_no_processes(marker, wait_s=5)
 

@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import IO, Mapping, Optional, Sequence
 
 from envmatrix.boundary import ProcessSpec
-from envmatrix.execution.processes import _killpg, popen_piped, popen_spec
+from envmatrix.execution.processes import kill_tree, popen_piped, popen_spec
 
 # What the dynamic loader (or the interpreter) resolved when the server started:
 # a run that changes one of these must not inherit the server's choice.
@@ -127,7 +127,7 @@ class _Server:
         return self.proc.poll() is None
 
     def close(self) -> None:
-        _killpg(self.proc.pid)
+        kill_tree(self.proc.pid)
         try:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
@@ -229,7 +229,7 @@ class WarmPool:
             for child in children:
                 if isinstance(child, PooledChild):
                     if child.returncode is None:
-                        _killpg(child.pid)
+                        kill_tree(child.pid)
                         try:
                             child.wait(timeout=10)
                         except subprocess.TimeoutExpired:

@@ -94,7 +94,7 @@ def _signal_name(returncode: int) -> Optional[str]:
         return f"SIG{-returncode}"
 
 
-def _killpg(pid: int) -> None:
+def kill_tree(pid: int) -> None:
     # Read the tree first: torchrun starts its workers in sessions of their own, and once it dies they are
     # re-parented to init, out of reach of the group and session kills (a worker still starting has not yet
     # armed its own death signal).
@@ -275,7 +275,7 @@ def run_group(
                     rc = proc.poll()
                     if rc is None:
                         continue
-                    _killpg(proc.pid)  # grandchildren left in the group
+                    kill_tree(proc.pid)  # grandchildren left in the group
                 outcomes[i] = ProcessOutcome(specs[i].label, proc.pid, rc if rc >= 0 else None, _signal_name(rc), None, time.time())
                 if rc != 0 and peer_deadline is None:
                     peer_deadline = now + grace_s
@@ -289,7 +289,7 @@ def run_group(
                     on_timeout([p.pid for i, p in enumerate(procs) if outcomes[i] is None and p is not None])
                 for i, proc in enumerate(procs):
                     if outcomes[i] is None and proc is not None:
-                        _killpg(proc.pid)
+                        kill_tree(proc.pid)
                         rc = proc.wait()
                         outcomes[i] = ProcessOutcome(
                             specs[i].label, proc.pid, rc if rc >= 0 else None, _signal_name(rc), reason, time.time()
@@ -303,7 +303,7 @@ def run_group(
         # unreaped children: a reaped one was cleaned up when reaped, and its pid may belong to another by now.
         live = [proc for proc in procs if proc is not None and proc.returncode is None]
         for proc in live:
-            _killpg(proc.pid)
+            kill_tree(proc.pid)
         for proc in live:
             proc.wait()
         for log in log_files:

@@ -210,7 +210,7 @@ def main() -> int:
             versions["nccl_loaded"] = nccl_version_of(nccl_libs[0])
         versions["net_plugins"] = [p for p in libs if "nccl-net" in os.path.basename(p)]
     except Exception as exc:  # noqa: BLE001 - every failure is data
-        return _fail(reporter, "init_error", exc)
+        return record_failure(reporter, "init_error", exc)
 
     try:
         reporter.phase("collectives")
@@ -226,7 +226,7 @@ def main() -> int:
         reporter.data["checks"] = checks
         reporter.data["timings"]["collectives_s"] = time.perf_counter() - t0
     except Exception as exc:  # noqa: BLE001
-        return _fail(reporter, "collective_error", exc)
+        return record_failure(reporter, "collective_error", exc)
 
     bench = spec.get("bench")
     if bench:
@@ -243,7 +243,7 @@ def main() -> int:
                                                  bench.get("max_bytes") or 0)
             reporter.data["timings"]["bench_s"] = time.perf_counter() - t0
         except Exception as exc:  # noqa: BLE001
-            return _fail(reporter, "collective_error", exc)
+            return record_failure(reporter, "collective_error", exc)
         checks = checks + [
             {"collective": f"{r['collective']}@{r['size_bytes']}", "numel": r["count"], "wrong": r["wrong"] or 0}
             for r in reporter.data["bench"]
@@ -266,7 +266,7 @@ def main() -> int:
     return 0
 
 
-def _fail(reporter: Reporter, outcome: str, exc: BaseException) -> int:
+def record_failure(reporter: Reporter, outcome: str, exc: BaseException) -> int:
     reporter.data["failed_at"] = time.time()
     reporter.data["error"] = "".join(traceback.format_exception_only(type(exc), exc)).strip()
     reporter.data["traceback"] = traceback.format_exc()[-6000:]

@@ -12,7 +12,7 @@ from typing import Mapping, Optional
 
 from envmatrix.boundary import MPI4PY_MISSING, RESULT_DIR_VAR, any_rank, echoed_env
 from envmatrix.rank.identity import rank_identity
-from envmatrix.rank.main import Reporter, _fail
+from envmatrix.rank.main import Reporter, record_failure
 
 SKIP_EXIT = 125
 
@@ -79,7 +79,7 @@ def main() -> int:
             reporter.phase("init", outcome="launch_error")
             return 1
     except Exception as exc:  # noqa: BLE001 - every failure is data
-        return _fail(reporter, "init_error", exc)
+        return record_failure(reporter, "init_error", exc)
     try:
         reporter.phase("collectives")
         t0 = time.perf_counter()
@@ -98,7 +98,7 @@ def main() -> int:
         comm.Barrier()
         reporter.data["timings"]["collectives_s"] = time.perf_counter() - t0
     except Exception as exc:  # noqa: BLE001
-        return _fail(reporter, "collective_error", exc)
+        return record_failure(reporter, "collective_error", exc)
     if wrong:
         reporter.data["error"] = f"mpi_allreduce: {wrong} of {numel} elements wrong"
         reporter.phase("done", outcome="wrong_result")

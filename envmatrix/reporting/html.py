@@ -37,7 +37,7 @@ def preload_renderer(with_figures: bool = False) -> None:
     def load() -> None:
         try:
             if with_figures:
-                plots._pyplot()
+                plots.load_pyplot()
             _env()
         except Exception:  # noqa: BLE001 - the report itself says what went wrong, later
             pass

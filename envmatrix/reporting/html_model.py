@@ -95,7 +95,7 @@ def transport_of(result: ProbeResult) -> str:
 
 def build_matrix_model(results: Sequence[ProbeResult]) -> MatrixModel:
     from envmatrix.reporting.matrix import legend_for
-    from envmatrix.reporting.matrix import _setup_of
+    from envmatrix.reporting.matrix import setup_of
 
     from envmatrix.env.atoms import Setup
     from envmatrix.reporting.matrix import column_name
@@ -104,7 +104,7 @@ def build_matrix_model(results: Sequence[ProbeResult]) -> MatrixModel:
         return column_name(r.setup_name, r.network.get("name") if r.network else None)
 
     grids = list(dict.fromkeys(r.grid for r in results))
-    setups = {column(r): Setup(column(r), _setup_of(r.setup).atoms) for r in results}
+    setups = {column(r): Setup(column(r), setup_of(r.setup).atoms) for r in results}
     cells = {}
     for r in results:  # later attempts/sweeps of the same cell win
         cells[(r.grid, column(r))] = Cell(

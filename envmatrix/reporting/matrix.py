@@ -44,7 +44,7 @@ class Matrix:
         return passed, len(results) - passed, len(self.cells) - len(results)
 
 
-def _setup_of(data: dict) -> Setup:
+def setup_of(data: dict) -> Setup:
     return Setup(data["name"], tuple(Atom.from_json(a) for a in data.get("atoms", [])))
 
 

@@ -29,7 +29,7 @@ OUTCOME_COLORS = {
 NOT_RUN = "#e9ecef"
 
 
-def _pyplot():
+def load_pyplot():
     import matplotlib
 
     matplotlib.use("Agg")
@@ -41,7 +41,7 @@ def _pyplot():
 
 
 def _svg(fig) -> str:
-    plt = _pyplot()
+    plt = load_pyplot()
     buf = io.StringIO()
     fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None})
     plt.close(fig)
@@ -124,7 +124,7 @@ def _positive(xs: Sequence[int], ys: Sequence[float]) -> tuple[list[int], list[f
 
 def size_curves(collective: str, curves: Sequence[Curve]) -> str:
     """busbw and time vs message size on log axes, like nccl-tests users plot them."""
-    plt = _pyplot()
+    plt = load_pyplot()
     from matplotlib.ticker import FuncFormatter
 
     fig, (bw, tm) = plt.subplots(1, 2, figsize=(10, 3.6))
@@ -163,7 +163,7 @@ def size_curves(collective: str, curves: Sequence[Curve]) -> str:
 
 def bisect_trail(report: dict) -> str:
     """Atoms (rows) x probes in order (columns): a filled square = atom applied, colour = probe outcome."""
-    plt = _pyplot()
+    plt = load_pyplot()
 
     atoms = report["atoms"]  # letter -> atom text
     letters = list(atoms)
@@ -191,7 +191,7 @@ def bisect_trail(report: dict) -> str:
 
 
 def search_history(model: SearchModel) -> str:
-    plt = _pyplot()
+    plt = load_pyplot()
 
     fig, ax = plt.subplots(figsize=(7, 3.4))
     done = [t for t in model.trials if t.value is not None and t.state == "complete"]
@@ -212,7 +212,7 @@ def search_history(model: SearchModel) -> str:
 
 
 def search_importances(model: SearchModel) -> str:
-    plt = _pyplot()
+    plt = load_pyplot()
 
     items = list(reversed(model.importances))
     fig, ax = plt.subplots(figsize=(6, max(1.6, 0.35 * len(items) + 0.8)))
@@ -224,7 +224,7 @@ def search_importances(model: SearchModel) -> str:
 
 def search_parallel(model: SearchModel) -> str:
     """One polyline per completed trial across the parameter axes (categorical levels) and the objective."""
-    plt = _pyplot()
+    plt = load_pyplot()
     from matplotlib import colormaps
     from matplotlib.colors import Normalize
 
@@ -261,7 +261,7 @@ def search_parallel(model: SearchModel) -> str:
 def conditions_plot(block) -> str:
     """Time per synchronisation vs network condition for one pattern (a reporting.conditions_tables.PatternBlock):
     one line per column (size, nodes, backend), min-max as error bars, the floor S/R dashed, flagged cells ringed."""
-    plt = _pyplot()
+    plt = load_pyplot()
     fig, ax = plt.subplots(figsize=(8, 3.4))
     xs = list(range(len(block.conditions)))
     for column, label in zip(block.columns, block.labels):

@@ -1,7 +1,7 @@
 """The search space: ``search.space`` / ``search.fixed`` / ``search.forbid`` of a config.
 
 Values and forbidden combinations are parsed by the strategies' shared
-:func:`envmatrix.strategies._space.parse_space`, so ``VAR: all``, ``null`` (unset)
+:func:`envmatrix.strategies.space.parse_space`, so ``VAR: all``, ``null`` (unset)
 and the forbid syntax mean the same as in ``product``/``pairwise``. Every value
 is checked against the catalog before anything runs.
 """
@@ -14,7 +14,7 @@ from typing import Any, Mapping, Optional
 from envmatrix.config.resolve import CatalogValues, check_pins
 from envmatrix.env.atoms import SET, Atom, Setup, atoms_from_mapping
 from envmatrix.errors import ConfigError
-from envmatrix.strategies._space import Row, Space, parse_space
+from envmatrix.strategies.space import Row, Space, parse_space
 from envmatrix.strategies.base import StrategyContext
 
 Choice = Optional[str]

@@ -6,7 +6,7 @@ from typing import Any, Mapping
 
 from envmatrix.env.atoms import Setup
 from envmatrix.errors import ConfigError
-from envmatrix.strategies._space import parse_space
+from envmatrix.strategies.space import parse_space
 from envmatrix.strategies.base import Strategy, StrategyContext, name_prefix, register, resolve_base
 
 #: a cartesian product larger than this is refused (use pairwise or random)

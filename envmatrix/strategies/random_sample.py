@@ -7,7 +7,7 @@ from typing import Any, Mapping
 
 from envmatrix.env.atoms import Setup
 from envmatrix.errors import ConfigError
-from envmatrix.strategies._space import Row, Space, seeded_space
+from envmatrix.strategies.space import Row, Space, seeded_space
 from envmatrix.strategies.base import Strategy, StrategyContext, int_option, register
 
 #: spaces up to this size are enumerated; larger ones are sampled by rejection
