@@ -7,15 +7,18 @@
 #       built-in probe (target: <= 16 probes, < 120 s);
 #   (3) bench and search through the warm pool on 2x1-shared, with the per-setup cost (search takes the shared-GPU
 #       figures only because search.allow_shared_gpu_figures=true says so; they are not representative);
-#   (4) throughput: 8 setups x 1x1 and 2x1-shared, the warm pool vs the naive `mpirun -np N python probe` loop.
+#   (4) throughput: 8 setups x 1x1 and 2x1-shared, the warm pool vs the naive `mpirun -np N python probe` loop;
+#   (5) the GPU test of tests/test_emulated_hosts.py (2x1 sharing the GPU: one setup passes, NCCL_ALGO=PAT fails
+#       only across the emulated hosts).
 # usage (repo root, on the box, carry [".whl"]): bash benchmarks/emulated_hosts_gpu.sh
-#        PARTS="1 2" bash benchmarks/emulated_hosts_gpu.sh   (a subset, e.g. to split the record over two calls)
+#        PARTS="1 2" bash benchmarks/emulated_hosts_gpu.sh   (a subset, e.g. to split the record over two calls:
+#        PARTS="5 1 2" then PARTS="3 4"; all five in one call are expected to take ~6-8 min)
 # outputs: $OUT/summary.txt (everything printed), $OUT/emulated_hosts.tar.gz (matrices, bisect JSON, throughput rows)
 set -uo pipefail
 source benchmarks/box_env.sh  # NVLS pins, carried wheels on PYTHONPATH
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 PY=${PY:-python3}
-PARTS=" ${PARTS:-1 2 3 4} "
+PARTS=" ${PARTS:-1 2 3 4 5} "
 part() { [[ "$PARTS" == *" $1 "* ]]; }
 W=/tmp/emulated_hosts; rm -rf "$W"; mkdir -p "$W"
 S="$OUT/summary.txt"
@@ -117,6 +120,12 @@ t=$(date +%s)
 timeout 200 "$PY" benchmarks/throughput_bench.py --conf benchmarks/emulated_hosts/throughput8.yaml --grid 1x1,2x1 \
   --backend nccl --rounds 1 --sides pool,naive --emulate-hosts --out "$W/throughput" | grep -v '^{'
 echo "-- $(since $t)"
+fi
+if part 5; then
+echo; echo "== (5) GPU test: tests/test_emulated_hosts.py::test_two_emulated_hosts_share_one_gpu_with_real_nccl"
+t=$(date +%s)
+timeout 300 "$PY" -m pytest -q -n 0 -p no:cacheprovider tests/test_emulated_hosts.py -k two_emulated_hosts -rs 2>&1 | tail -15
+echo "-- rc ${PIPESTATUS[0]}, $(since $t)"
 fi
 echo; echo "== total $(since $T0)"
 } 2>&1 | tee "$S"
