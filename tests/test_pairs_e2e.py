@@ -143,3 +143,21 @@ def test_peers_rail_and_cross_record_who_talked_to_whom(cli, tmp_path, grid):
     assert rows[0]["split"] in ("new_group", "world")
     assert any(m["split"] == "new_group" for m in rows if m["peer_group"] == "rail")
     assert_no_processes(cli.marker)
+
+
+def test_pair_and_peer_bad_inputs_are_one_line_errors_writing_nothing(cli, tmp_path):
+    for args, text in (
+        (["--pairs", "hosts", "--grid", "2x2"], "allowed: Nx1"),
+        (["--pairs", "hosts"], "no hosts"),
+        (["--pairs", "hosts", "--grid", "2x1", "--iperf-seconds", "0"], "whole number of seconds"),
+        (["--pairs", "hosts", "--grid", "2x1", "--latency-size", "1M", "--pair-size", "8K"], "not below --pair-size"),
+        (["--pairs", "hosts", "--grid", "2x1", "--pair-tolerance", "1.5"], "between 0 and 1"),
+        (["--grid", "1x4", "--peers", "rail"], "2 or more nodes"),
+        (["--grid", "2x2", "--peers", "rail,ring"], "'ring' not allowed"),
+        (["--grid", "2x2", "--peers", "cross", "--inflight", "0"], "--inflight"),
+        (["--grid", "2x2", "--inflight", "2"], "only with --peers"),
+    ):
+        done = cli.run("bench", "backend=gloo", *args, "--out", str(tmp_path / "o"))
+        assert done.returncode == 2, (args, done.stdout, done.stderr)
+        assert text in done.stderr and len(done.stderr.strip().splitlines()) == 1, (args, done.stderr)
+        assert not (tmp_path / "o").exists()

@@ -44,7 +44,7 @@ class PairsRequest:
     iters: int = 20
     warmup: int = 2
     dtype: str = "float32"
-    iperf_seconds: float = 10.0  # seed 000: iperf3 -t 10
+    iperf_seconds: int = 10  # seed 000: iperf3 -t 10
     tolerance: float = DEFAULT_TOLERANCE
     timeout: float = 600.0
     out: Optional[str] = None
@@ -77,6 +77,9 @@ class PairsResult:
 def pairs(request: PairsRequest, listener: Any = None) -> PairsResult:
     if request.kind not in KINDS:
         raise ConfigError(f"--pairs {request.kind!r} not allowed; allowed: {', '.join(KINDS)}")
+    if request.kind == "hosts" and (not isinstance(request.iperf_seconds, int) or request.iperf_seconds < 1):
+        raise ConfigError(f"--iperf-seconds {request.iperf_seconds!r} not allowed; allowed: a whole number of seconds "
+                          ">= 1 (iperf3 -t)")
     if not 0 < request.tolerance < 1:
         raise ConfigError(f"--pair-tolerance {request.tolerance!r} not allowed; allowed: a fraction between 0 and 1")
     return _gpu_pairs(request, listener) if request.kind == "gpus" else _host_pairs(request, listener)
@@ -177,10 +180,11 @@ def _gpu_pairs(request: PairsRequest, listener: Any) -> PairsResult:
     rounds = gpu_pair_rounds(len(gpus), parse_gpu_pairs(request.gpu_pairs) if request.gpu_pairs else None)
     grid = Grid(1, len(gpus))
     base = dataclasses.replace(base, name="pairs-gpus", grids=(grid,))
+    setups = _setups(base, request, catalog)  # bad input stops here, before the run directory exists
     run_dir = em_paths.run_dir(request.out, "bench")
     matrices = []
     with open_store_at(run_dir) as store:
-        for setup in _setups(base, request, catalog):
+        for setup in setups:
             inp = dataclasses.replace(base, setups=(setup,))
             inp = dataclasses.replace(inp, probe=_bench_probe(inp, request, ["pair_uni", "pair_bidir", "pair_latency"],
                                                               rounds, large, small, nccl_debug="INFO"))

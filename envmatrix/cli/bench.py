@@ -33,7 +33,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("-c", "--collectives", default="allreduce,allgather,alltoall", help="comma list (allreduce, allgather, reduce_scatter, alltoall, broadcast, reduce, sendrecv, p2p, ps_central, ps_sharded)")
     p.add_argument("-b", "--min-bytes", default="8", help="smallest size (default 8)")
     p.add_argument("-e", "--max-bytes", default=None, help="largest size (default 1G on GPUs, 1M on CPU)")
-    p.add_argument("-f", "--factor", type=float, default=2.0, help="size multiplication factor (default 2)")
+    p.add_argument("-f", "--factor", default=None, help="size multiplication factor (default 2; not with -i)")
     p.add_argument("-i", "--step-bytes", default=None, help="additive size step instead of a factor")
     p.add_argument("-n", "--iters", type=int, default=20, help="timed iterations per size (default 20)")
     p.add_argument("-w", "--warmup", type=int, default=5, help="warmup iterations per size, all sizes (doubling from -b to -e) before the first timed one, as nccl-tests (default 5)")
@@ -53,7 +53,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     who.add_argument("--gpu-pairs", metavar="LIST", help="with --pairs gpus: only these pairs, e.g. 0-3,1-7")
     who.add_argument("--pair-size", metavar="SIZE", help="bandwidth size (default 256M for gpus, 64M for hosts)")
     who.add_argument("--latency-size", metavar="SIZE", default="8", help="latency size (default 8)")
-    who.add_argument("--iperf-seconds", type=float, default=10.0, help="with --pairs hosts: iperf3 -t (default 10)")
+    who.add_argument("--iperf-seconds", type=int, default=10, help="with --pairs hosts: iperf3 -t (default 10)")
     who.add_argument("--pair-tolerance", type=float, default=0.25, metavar="FRACTION",
                      help="a pair this far below its round's (hosts) or link class's (gpus) median is slow (default 0.25)")
     who.add_argument("--peers", metavar="LIST", help="all-to-all over peer groups instead of -c: all, rail (same local "

@@ -60,7 +60,7 @@ def client(address: str, port: int, seconds: float, reverse: bool) -> tuple[Opti
 def run_pair(spec: dict[str, Any], rank: int, pair: list[int], index: int) -> tuple[list[dict[str, Any]], list[str]]:
     receiver, sender = pair
     port = int(spec.get("port", 5201)) + index
-    seconds = float(spec.get("iperf_seconds", 1.0))
+    seconds = int(spec.get("iperf_seconds", 1))
     rows: list[dict[str, Any]] = []
     errors: list[str] = []
     have_iperf = shutil.which("iperf3") is not None

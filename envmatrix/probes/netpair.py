@@ -23,7 +23,7 @@ class NetPairProbe(ModuleProbe):
     defaults = {
         "pairs": [],  # this round's disjoint pairs of ranks: [receiver, sender]
         "addresses": [],  # the host (name or address) of each rank, by rank
-        "iperf_seconds": 1.0,  # iperf3 -t
+        "iperf_seconds": 1,  # iperf3 -t (whole seconds)
         "ping_count": 3,
         "port": 5201,  # the first iperf3 port; the round's pair i uses port + i
         "timeout_s": 120.0,
@@ -38,8 +38,11 @@ class NetPairProbe(ModuleProbe):
         if not isinstance(params.get("addresses"), list):
             raise ConfigError(f"{where}.addresses: {params.get('addresses')!r} not allowed; allowed: a host per rank")
         seconds = params.get("iperf_seconds")
-        if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or seconds <= 0:
-            raise ConfigError(f"{where}.iperf_seconds: {seconds!r} not allowed; allowed: a number of seconds > 0")
+        # iperf3 reads -t as whole seconds: -t 0.3 would be 0, which means forever
+        if isinstance(seconds, float) and seconds.is_integer():
+            seconds = params["iperf_seconds"] = int(seconds)
+        if not isinstance(seconds, int) or isinstance(seconds, bool) or seconds < 1:
+            raise ConfigError(f"{where}.iperf_seconds: {seconds!r} not allowed; allowed: a whole number of seconds >= 1")
         return super().normalize(params, where, backend)
 
     def interpret(self, rank: RankResult, process: ProcessOutcome, report: Optional[dict[str, Any]], log: str) -> RankResult:
