@@ -58,7 +58,11 @@ timeout 120 "$PY" -m envmatrix bisect conf=benchmarks/emulated_hosts/seed003_sha
 echo "-- rc ${PIPESTATUS[0]}, $(since $t)"
 "$PY" - "$W/seed003/bisect.json" <<'PY'
 import json, sys
-for r in json.load(open(sys.argv[1])):
+try:
+    reports = json.load(open(sys.argv[1]))
+except (OSError, ValueError) as exc:
+    sys.exit(f"no bisect JSON: {exc}")
+for r in reports:
     print(r["name"], r["grid"], "status", r["status"], "culprits", r["culprits"], "probes launched", r["probes_launched"],
           "free", r["free_probes"])
 PY

@@ -74,11 +74,12 @@ class Placement:
     @property
     def label(self) -> str:
         gpus = f"{self.gpus} GPU" + ("" if self.gpus == 1 else "s")
+        ranks = f"{self.world} rank" + ("" if self.world == 1 else "s")
         if self.kind == SHARED_GPU:
-            return f"{SHARED_GPU} ({self.world} ranks on {gpus})"
+            return f"{SHARED_GPU} ({ranks} on {gpus})"
         if self.kind == ONE_PER_RANK:
-            return f"{ONE_PER_RANK} ({self.world} ranks on {gpus})"
-        return f"{CPU} ({self.world} ranks)"
+            return f"{ONE_PER_RANK} ({ranks} on {gpus})"
+        return f"{CPU} ({ranks})"
 
     def to_json(self) -> dict[str, Any]:
         hosts = sorted({r.hostname for r in self.ranks if r.hostname})
