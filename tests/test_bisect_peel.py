@@ -97,15 +97,23 @@ def _env_file(tmp_path, rng):
     return path
 
 
+def _bisect_real(cli, tmp_path, probe, seed, *extra):
+    """``envmatrix bisect`` of a shuffled 24-atom env file (seeded) with ``probe`` as the probe command; its report."""
+    script = tmp_path / "probe.py"
+    script.write_text(probe)
+    env_file = _env_file(tmp_path, random.Random(seed))
+    done = cli.run("bisect", "backend=gloo", "--grid", "1x1", "--env-file", str(env_file), "--probe-cmd", f"{sys.executable} {script}",
+                   "--allow-unknown-vars", "--no-repair", *extra, "--json", str(tmp_path / "r.json"), "--out", str(tmp_path / "o"))
+    if not (tmp_path / "r.json").exists():
+        return done, None
+    (report,) = json.loads((tmp_path / "r.json").read_text())
+    return done, report
+
+
 @pytest.mark.slow
 def test_masking_with_real_probes(cli, tmp_path):
-    script = tmp_path / "probe.py"
-    script.write_text(PROBE)
-    env_file = _env_file(tmp_path, random.Random(7))
-    done = cli.run("bisect", "backend=gloo", "--grid", "1x1", "--env-file", str(env_file), "--probe-cmd", f"{sys.executable} {script}",
-                   "--allow-unknown-vars", "--no-repair", "--json", str(tmp_path / "r.json"), "--out", str(tmp_path / "o"))
+    done, report = _bisect_real(cli, tmp_path, PROBE, 7)
     assert done.returncode == 1, done.stdout + done.stderr
-    (report,) = json.loads((tmp_path / "r.json").read_text())
     assert [s["culprits"] for s in report["signatures"]] == [[["NCCL_NET=IB"]], [["NCCL_ALGO=PAT"]]]
     assert "NET/IB" in report["signatures"][0]["failure"]["line"] and "PAT" in report["signatures"][1]["failure"]["line"]
     assert report["complete"] and report["recommended_proven"] and report["status"] == "ok"
@@ -121,26 +129,17 @@ def test_masking_with_real_probes(cli, tmp_path):
 def test_failing_baseline_with_real_probes_is_inconclusive(cli, tmp_path):
     # the baseline is launched lazily (a passing probe would prove it); a probe that always fails makes the
     # search launch it and stop: nothing to bisect, exit 3, no culprits
-    script = tmp_path / "probe.py"
-    script.write_text("import sys\nprint('NCCL WARN bootstrap: no route to host', flush=True)\nsys.exit(1)\n")
-    env_file = _env_file(tmp_path, random.Random(9))
-    done = cli.run("bisect", "backend=gloo", "--grid", "1x1", "--env-file", str(env_file), "--probe-cmd", f"{sys.executable} {script}",
-                   "--allow-unknown-vars", "--no-repair", "--json", str(tmp_path / "r.json"), "--out", str(tmp_path / "o"))
+    always_fails = "import sys\nprint('NCCL WARN bootstrap: no route to host', flush=True)\nsys.exit(1)\n"
+    done, report = _bisect_real(cli, tmp_path, always_fails, 9)
     assert done.returncode == 3, done.stdout + done.stderr
-    (report,) = json.loads((tmp_path / "r.json").read_text())
     assert report["status"] == "baseline fails" and not report["signatures"] and report["probes_launched"] <= 8
     assert report["trail"][-1]["atoms"] == "-"  # the baseline (no atom) was launched, last
 
 
 @pytest.mark.slow
 def test_cap_exit_3_with_real_probes(cli, tmp_path):
-    script = tmp_path / "probe.py"
-    script.write_text(PROBE)
-    env_file = _env_file(tmp_path, random.Random(8))
-    done = cli.run("bisect", "backend=gloo", "--grid", "1x1", "--env-file", str(env_file), "--probe-cmd", f"{sys.executable} {script}",
-                   "--allow-unknown-vars", "--no-repair", "--max-probes", "5", "--json", str(tmp_path / "r.json"), "--out", str(tmp_path / "o"))
+    done, report = _bisect_real(cli, tmp_path, PROBE, 8, "--max-probes", "5")
     assert done.returncode == 3, done.stdout + done.stderr
-    (report,) = json.loads((tmp_path / "r.json").read_text())
     assert report["status"] == "budget" and report["probes_launched"] == 5 and report["suspects"]
     assert "Probe cap reached" in (tmp_path / "o" / "bisect_env_1x1.md").read_text()
 

@@ -28,11 +28,11 @@ def test_nccl_conf_files_are_reported(tmp_path):
     assert all(f["path"] == "/etc/nccl.conf" for f in nccl_conf_files({"HOME": str(tmp_path / "none")}))
 
 
-@pytest.mark.slow
-def test_transport_per_cell_from_nccl_log_and_debug_env(cli, tmp_path):
-    code = "import os, sys; sys.stderr.write(open(os.environ['ENVMATRIX_REPLAY']).read())"
-    conf = write_conf(
-        tmp_path / "t.yaml",
+def replay_conf(path, probe_key, then=""):
+    """A 1x1 gloo sweep whose two setups replay recorded H200 NCCL logs (2x2, 1x4) through the command probe."""
+    code = "import os, sys; sys.stderr.write(open(os.environ['ENVMATRIX_REPLAY']).read())" + then
+    return write_conf(
+        path,
         f"""
 backend: gloo
 grids: [1x1]
@@ -42,10 +42,15 @@ setups:
 probe:
   name: command
   timeout_s: 30
-  nccl_debug: info
-  command: [{sys.executable}, -c, "{code}; print(os.environ['NCCL_DEBUG'])"]
+  {probe_key}
+  command: [{sys.executable}, -c, "{code}"]
 """,
     )
+
+
+@pytest.mark.slow
+def test_transport_per_cell_from_nccl_log_and_debug_env(cli, tmp_path):
+    conf = replay_conf(tmp_path / "t.yaml", "nccl_debug: info", then="; print(os.environ['NCCL_DEBUG'])")
     done = cli.run("sweep", f"conf={conf}", "--out", str(tmp_path / "o"), "--allow-unknown-vars")
     assert done.returncode == 0, done.stderr
     results = {r["setup"]["name"]: r for r in json.loads((tmp_path / "o" / "results.json").read_text())["results"]}
@@ -59,22 +64,7 @@ probe:
 
 @pytest.mark.slow
 def test_forbidden_transport_fails_the_probe(cli, tmp_path):
-    code = "import os, sys; sys.stderr.write(open(os.environ['ENVMATRIX_REPLAY']).read())"
-    conf = write_conf(
-        tmp_path / "p.yaml",
-        f"""
-backend: gloo
-grids: [1x1]
-setups:
-  emulated_2x2: {{ENVMATRIX_REPLAY: {LOGS / 'h200_2x2_info_rank0.log'}}}
-  one_node: {{ENVMATRIX_REPLAY: {LOGS / 'h200_1x4_info_rank0.log'}}}
-probe:
-  name: command
-  timeout_s: 30
-  forbid_transport: [NET]
-  command: [{sys.executable}, -c, "{code}"]
-""",
-    )
+    conf = replay_conf(tmp_path / "p.yaml", "forbid_transport: [NET]")
     done = cli.run("sweep", f"conf={conf}", "--out", str(tmp_path / "o"), "--allow-unknown-vars")
     assert done.returncode == 1, done.stderr  # the emulated_2x2 cell fails
     results = {r["setup"]["name"]: r for r in json.loads((tmp_path / "o" / "results.json").read_text())["results"]}

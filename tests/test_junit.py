@@ -7,7 +7,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from conftest import REPO, write_conf
+from conftest import REPO, pass_and_fail_conf
 from envmatrix.app.report import load_results
 from envmatrix.reporting.junit import junit_xml
 
@@ -36,22 +36,11 @@ def test_recorded_gpu_matrix_as_junit():
     assert "Failed to initialize any NET plugin" in cases["(bad_plugin) 2x2"].find("failure").get("message")
 
 
-CONF = """
-name: junit_demo
-backend: gloo
-grids: [1x2]
-setups:
-  baseline: {}
-  missing_if: {GLOO_SOCKET_IFNAME: envmx_missing0}
-probe:
-  timeout_s: 60
-  collectives: [allreduce]
-"""
 
 
 @pytest.mark.slow
 def test_sweep_junit(cli, tmp_path):
-    conf = write_conf(tmp_path / "c.yaml", CONF)
+    conf = pass_and_fail_conf(tmp_path / "c.yaml", "junit_demo")
     xml_path = tmp_path / "ci" / "sweep.xml"
     done = cli.run("sweep", f"conf={conf}", "--out", str(tmp_path / "run"), "--junit", str(xml_path))
     assert done.returncode == 1, done.stdout + done.stderr  # a failed cell: exit 1

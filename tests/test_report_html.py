@@ -9,23 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, Cli, write_conf
+from conftest import REPO, Cli, pass_and_fail_conf
 from report_helpers import load_page, screenshot
 from search_helpers import fake_conf
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("report_html")]  # one worker: one full_run (the fixture is per worker)
 
-SWEEP_CONF = """
-name: report_demo
-backend: gloo
-grids: [1x2]
-setups:
-  baseline: {}
-  missing_if: {GLOO_SOCKET_IFNAME: envmx_missing0}
-probe:
-  timeout_s: 60
-  collectives: [allreduce]
-"""
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +24,7 @@ def full_run(tmp_path_factory) -> tuple[Path, dict]:
     cli = Cli(tmp)
     out = tmp / "run"
     outputs = {}
-    conf = write_conf(tmp / "sweep.yaml", SWEEP_CONF)
+    conf = pass_and_fail_conf(tmp / "sweep.yaml", "report_demo")
     outputs["sweep"] = cli.run("sweep", f"conf={conf}", "--out", str(out), "--junit", str(tmp / "sweep.xml"))
     outputs["bench"] = cli.run("bench", "backend=gloo", "--grid", "1x2", "-b", "1K", "-e", "64K", "-f", "4", "-n", "3", "-w", "1",
                                "-c", "allreduce,allgather", "--out", str(out))
