@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 38 on ONE GPU (H100 or H200), ~5-6 min: real NCCL multi-host runs through emulated hosts sharing the GPU.
+# Issue 38 on ONE GPU (H100 or H200), ~6-8 min in all (PARTS splits it): real NCCL multi-host runs through emulated hosts.
 #   (1) seed 003's matrix shape with --emulate-hosts: conf/aws_ofi.yaml as the user runs it, then
 #       benchmarks/emulated_hosts/seed003_shape.yaml (a culprit that fails only across hosts), and its
 #       `bisect --failing 2x2`;
@@ -22,7 +22,6 @@ PARTS=" ${PARTS:-1 2 3 4 5} "
 part() { [[ "$PARTS" == *" $1 "* ]]; }
 W=/tmp/emulated_hosts; rm -rf "$W"; mkdir -p "$W"
 S="$OUT/summary.txt"
-EM() { "$PY" -m envmatrix "$@"; }
 since() { echo "$(( $(date +%s) - $1 )) s"; }
 {
 echo "== box"
