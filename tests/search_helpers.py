@@ -30,6 +30,28 @@ search:
     return path
 
 
+def gloo_bench_search_conf(path: Path, name: str, search_keys: str) -> Path:
+    """Two bruteforce trials of the builtin probe's allreduce bench (4K-16K) on gloo 1x2, objective its 16K busbw;
+    ``search_keys``: the rest of the ``search:`` block, each line indented by two spaces."""
+    path.write_text(
+        f"""
+name: {name}
+backend: gloo
+grids: [1x2]
+probe:
+  timeout_s: 120
+  collectives: [allreduce]
+  bench: {{collectives: [allreduce], min_bytes: 4K, max_bytes: 16K, factor: 4, iters: 3, warmup: 1}}
+search:
+  trials: 2
+  sampler: bruteforce
+{search_keys}
+  objective: {{collective: allreduce, size: 16K}}
+"""
+    )
+    return path
+
+
 def search_argv(*args: str) -> list[str]:
     return [sys.executable, "-m", "envmatrix", *args]
 

@@ -78,24 +78,11 @@ def test_command_probes_are_not_judged_by_the_torch_backend():
 
 @pytest.mark.slow
 def test_gloo_search_writes_no_tuner_csv(cli, tmp_path):
-    from search_helpers import run_search
+    from search_helpers import gloo_bench_search_conf, run_search
 
     # mixed space (TORCH_DISTRIBUTED_DEBUG is read by gloo), so a search-side all-ignored guard does not stop it
-    conf = write_conf(tmp_path / "g.yaml", """
-name: gloo_tuner
-backend: gloo
-grids: [1x2]
-probe:
-  timeout_s: 120
-  collectives: [allreduce]
-  bench: {collectives: [allreduce], min_bytes: 4K, max_bytes: 16K, factor: 4, iters: 3, warmup: 1}
-search:
-  trials: 2
-  sampler: bruteforce
-  baseline: false
-  space: {NCCL_ALGO: [Ring, Tree], TORCH_DISTRIBUTED_DEBUG: ["OFF"]}
-  objective: {collective: allreduce, size: 16K}
-""")
+    conf = gloo_bench_search_conf(tmp_path / "g.yaml", "gloo_tuner", """  baseline: false
+  space: {NCCL_ALGO: [Ring, Tree], TORCH_DISTRIBUTED_DEBUG: ["OFF"]}""")
     out = tmp_path / "run"
     done = run_search(cli, "search", f"conf={conf}", "--out", str(out))
     assert done.returncode == 0, done.stdout + done.stderr

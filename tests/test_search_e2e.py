@@ -10,8 +10,8 @@ import time
 import pytest
 from optuna.trial import TrialState
 
-from conftest import assert_no_processes, processes_with_marker, write_conf
-from search_helpers import BEST_1M, fake_conf, load, run_search, search_argv
+from conftest import assert_no_processes, processes_with_marker
+from search_helpers import BEST_1M, fake_conf, gloo_bench_search_conf, load, run_search, search_argv
 
 pytestmark = pytest.mark.slow
 
@@ -122,23 +122,7 @@ def test_killed_driver_leaves_no_running_trial(cli, tmp_path):
 
 
 def test_gloo_builtin_bench_search(cli, tmp_path):
-    conf = write_conf(
-        tmp_path / "g.yaml",
-        """
-name: gloo_search
-backend: gloo
-grids: [1x2]
-probe:
-  timeout_s: 120
-  collectives: [allreduce]
-  bench: {collectives: [allreduce], min_bytes: 4K, max_bytes: 16K, factor: 4, iters: 3, warmup: 1}
-search:
-  trials: 2
-  sampler: bruteforce
-  space: {TORCH_DISTRIBUTED_DEBUG: ["OFF", INFO]}
-  objective: {collective: allreduce, size: 16K}
-""",
-    )
+    conf = gloo_bench_search_conf(tmp_path / "g.yaml", "gloo_search", '  space: {TORCH_DISTRIBUTED_DEBUG: ["OFF", INFO]}')
     out = tmp_path / "run"
     done = run_search(cli, "search", f"conf={conf}", "--out", str(out))
     assert done.returncode == 0, done.stdout + done.stderr
