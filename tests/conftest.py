@@ -91,6 +91,34 @@ probe:
 """)
 
 
+# ---- workers: the suite runs on 4 xdist workers unless told otherwise ------------------------------------------
+# Most tests wait on real processes, timeouts and hangs rather than on CPU, so 4 workers pay on 2 cores. Tests that
+# share one resource (a costly module fixture, the one real Slurm, a fixed port) carry an xdist_group mark, so the
+# distribution is always loadgroup. Set here rather than in addopts so that `-n 0`, `-p no:xdist`, --pdb, -s and
+# an install without pytest-xdist all still run in-process.
+WORKERS = 4
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which turns numprocesses into worker processes
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    if hasattr(config, "workerinput"):
+        # a worker reads --dist from the command line, not from the options set below: told so, it names groups
+        config.option.loadgroup = config.option.loadgroup or config.workerinput.get("envmatrix_loadgroup", False)
+        return
+    if not config.pluginmanager.hasplugin("xdist"):
+        return
+    interactive = config.option.usepdb or config.option.capture == "no"
+    if config.option.numprocesses is None and not interactive:
+        config.option.numprocesses = WORKERS
+    if config.option.numprocesses and config.option.dist == "no":
+        config.option.dist = "loadgroup"
+
+
+@pytest.hookimpl(optionalhook=True)  # an xdist hook: the controller sets up each worker's input
+def pytest_configure_node(node) -> None:
+    node.workerinput["envmatrix_loadgroup"] = node.config.option.dist == "loadgroup"
+
+
 # ---- the fast lane's guard: a test over SLOW_S seconds must carry @pytest.mark.slow ------------------------
 # `pytest -m "not slow"` is the lane a developer runs before every commit (under 2 minutes on 2 cores); one
 # unmarked slow test is enough to break that promise, so each run measures every test (setup + call + teardown:

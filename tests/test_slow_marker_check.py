@@ -101,3 +101,41 @@ def test_the_limit_grows_only_when_workers_outnumber_cores(monkeypatch):
     with_workers = lambda n: _slow_limit_s(SimpleNamespace(option=SimpleNamespace(numprocesses=n)))  # noqa: E731
     assert with_workers(None) == with_workers(0) == with_workers(cores) == SLOW_S
     assert with_workers(2 * cores) == 2 * SLOW_S
+
+
+def _workers_after_cmdline_main(xdist: bool = True, **given) -> tuple:
+    from conftest import pytest_cmdline_main
+
+    option = SimpleNamespace(**{"numprocesses": None, "dist": "no", "usepdb": False, "capture": "fd", **given})
+    pytest_cmdline_main(SimpleNamespace(option=option, pluginmanager=SimpleNamespace(hasplugin=lambda name: xdist)))
+    return option.numprocesses, option.dist
+
+
+def test_the_suite_defaults_to_four_loadgroup_workers_unless_told_otherwise():
+    from conftest import WORKERS
+
+    assert _workers_after_cmdline_main() == (WORKERS, "loadgroup") == (4, "loadgroup")
+    assert _workers_after_cmdline_main(numprocesses=2) == (2, "loadgroup")  # groups hold with any worker count
+    assert _workers_after_cmdline_main(numprocesses=0) == (0, "no")
+    assert _workers_after_cmdline_main(numprocesses=2, dist="loadfile") == (2, "loadfile")
+    assert _workers_after_cmdline_main(usepdb=True) == (None, "no")
+    assert _workers_after_cmdline_main(capture="no") == (None, "no")
+    assert _workers_after_cmdline_main(xdist=False) == (None, "no")
+
+
+@pytest.mark.slow  # starts four xdist workers
+def test_real_workers_start_and_a_group_stays_on_one(pytester, sleeper):
+    pytest.importorskip("xdist")
+    pytester.makepyfile(test_groups="""
+import pytest
+
+@pytest.mark.xdist_group("shared")
+@pytest.mark.parametrize("i", range(6))
+def test_grouped(i):
+    pass
+""")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "xdist", "-v")
+    result.assert_outcomes(passed=6)
+    result.stdout.fnmatch_lines(["*4 workers [[]6 items[]]*", "*LoadGroupScheduling*"])
+    workers = {line.split()[0] for line in result.stdout.lines if line.startswith("[gw") and "PASSED" in line}
+    assert len(workers) == 1, result.stdout.str()  # "[gw2]": every grouped test on one worker
