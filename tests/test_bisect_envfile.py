@@ -13,7 +13,9 @@ from envmatrix.env.atoms import Atom
 from envmatrix.env.merge import materialize
 from envmatrix.errors import ConfigError
 
-# Seed 003 blocks (0)..(3), pasted verbatim from shared/seeds/003_9629929eeb9e642e.txt
+# Seed 003 blocks (0)..(3), pasted verbatim from shared/seeds/003_9629929eeb9e642e.txt. Block (0) stands again, on
+# purpose, in test_bisect_e2e.py (with a gloo culprit, its counts asserted) and benchmarks/h200_bisect/seed003_env0.sh
+# (a GPU record's input): each must read as the user's paste on its own.
 BLOCK_0 = """\
 export NCCL_NET_GDR_LEVEL=PHB
 export NCCL_CROSS_NIC=1

@@ -1,4 +1,4 @@
-# seed 003, setup (0), pasted verbatim
+# seed 003, setup (0), pasted verbatim (tests/test_bisect_envfile.py holds it too: a record's input stands alone)
 export NCCL_NET_GDR_LEVEL=PHB
 export NCCL_CROSS_NIC=1
 export NCCL_COLLNET_ENABLE=1

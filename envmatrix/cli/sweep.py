@@ -22,6 +22,7 @@ EXAMPLES = """examples:
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
+    # `duplicates` pairs this call with bisect's: alike in shape only, each passes its own texts to the one helper.
     p = add_command(sub, "sweep", "run every setup on every node x ppn grid and build the pass/fail matrix",
                     "Run every setup of a config on every grid with a probe per rank; store each result at once; "
                     "print the seed-003 matrix. Config content is given as Hydra overrides.", EXAMPLES,

@@ -120,6 +120,8 @@ def build_allreduce(c: BenchContext, count: int):
     return run, check
 
 
+# `duplicates` pairs build_allgather with build_reduce_scatter: alike in shape on purpose, one builder per collective
+# (the row's registration, ARCHITECTURE.md), each with its own buffers and expected values.
 def build_allgather(c: BenchContext, count: int):
     chunk = count // c.world
     send, recv = c.send_buffer(c.pattern(chunk, c.rank)), c.recv_buffer(count)
@@ -137,6 +139,7 @@ def build_allgather(c: BenchContext, count: int):
     return run, check
 
 
+# alike in shape to build_allgather on purpose: one builder per collective, its own buffers and expected values
 def build_reduce_scatter(c: BenchContext, count: int):
     chunk = count // c.world
     send, recv = c.send_buffer(c.pattern(count, c.rank)), c.recv_buffer(chunk)
