@@ -111,3 +111,19 @@ def test_seed_001_blocks_columns_size_by_nodes():
     # ps_central's floor 2S/R = 0.859 s: 0.814 s measured is under it by 5%: within tolerance
     cell = blocks[1].cell("b5g", blocks[1].columns[0])
     assert cell.check.bound_s == pytest.approx(0.859, abs=1e-3) and cell.check.verdict == physics.OK
+
+
+@pytest.mark.slow  # matplotlib's import and an SVG per pattern: seconds on 2 busy cores
+def test_html_report_has_the_conditions_section_with_a_plot_per_pattern(tmp_path):
+    from envmatrix.reporting.html import render_html
+    from envmatrix.reporting.html_model import RunData
+
+    html = render_html(RunData(str(tmp_path), seed_000_results()))
+    assert 'id="network-conditions"' in html and 'data-pattern="p2p"' in html
+    assert 'data-plot="conditions-p2p"' in html and "<svg" in html
+    assert "shaping not in effect" in html and "rate=200mbit" in html
+    assert "base @ b1g" in html  # the matrix column of each (setup, condition)
+    plain = [r for r in seed_000_results() if not r.network.get("condition", {}).get("rate_bps")]
+    for r in plain:
+        r.network = {}
+    assert 'id="network-conditions"' not in render_html(RunData(str(tmp_path), plain))  # no axis, no section

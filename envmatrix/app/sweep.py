@@ -176,6 +176,10 @@ def run_sweep(inp: SweepInput, session: Session, runs: list[Run], rerun: bool = 
     results = session.store.latest(run_keys=list(by_key))
     for result in results:
         result.setup = by_key[result.run_key].setup.to_json()
+        condition = by_key[result.run_key].network
+        if condition is not None:  # likewise an unshaped run stored before, or under another condition name
+            result.network = {**result.network, "name": condition.name, "value": condition.describe(),
+                              "condition": condition.to_json()}
         # The current expect:/--baseline judge results stored by an earlier run too; a changed verdict is
         # stored as a new attempt of the same measurement, so every report read from the store agrees.
         before = result.outcome
