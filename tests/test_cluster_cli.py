@@ -76,6 +76,7 @@ def test_bad_cluster_requests_exit_2_naming_what_is_allowed(name, cli):
     assert "no clusters to remove" not in cli.run("cluster", "down").stdout  # the one cluster, without --name
 
 
+@pytest.mark.slow
 def test_a_cluster_whose_owner_was_killed_is_removed_by_the_next_one(state_dir):
     from envmatrix import cluster
 

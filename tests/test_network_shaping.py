@@ -207,6 +207,7 @@ def test_network_reset_leaves_a_live_runs_shaping_unless_forced(pair, state_dir,
         proc.wait()
 
 
+@pytest.mark.slow
 def test_unrecorded_handles_are_found_and_removed_without_a_state_file(pair, state_dir):
     # Only this test's namespaces are scanned: a parallel test's shaping (its state elsewhere) is not ours to remove.
     link = pair.host_link("node0")
@@ -253,6 +254,7 @@ def test_a_missing_interface_is_refused_naming_it(pair):
         shaping.check_applicable([(pair.ns("node0"), "nope0")], RATE)
 
 
+@pytest.mark.slow
 def test_without_privileges_shaping_is_refused_in_one_line(pair, cli, tmp_path):
     if shutil.which("setpriv") is None:
         pytest.skip("setpriv (util-linux) is needed to drop CAP_NET_ADMIN")
@@ -413,6 +415,7 @@ def test_a_killed_runs_entry_never_touches_a_namespace_made_again_under_the_same
         netlink.remove_namespace(link.netns)
 
 
+@pytest.mark.slow
 def test_threads_of_one_process_shape_links_at_once_and_all_is_removed(pair, state_dir):
     import threading
 
