@@ -52,5 +52,11 @@ else
   run "${EM[@]}" bench "backend=$BACKEND" --grid 2x1 "${PEERS[@]}" --out "$W/peers_2x1"
   run "${EM[@]}" bench "backend=$BACKEND" --grid 1x2 --peers all -b 8K -e "$MAXB" -n "$ITERS" -w 2 --out "$W/peers_1x2"
 fi
+# 3. the same two through the mpirun launcher (one host: mpirun's emulated nodes, the shim's per-node NCCL_HOSTID)
+if [ "${MPIRUN:-1}" = 1 ] && command -v mpirun >/dev/null 2>&1; then
+  run "${EM[@]}" bench "backend=$BACKEND" launcher=mpirun --pairs gpus --setup baseline --pair-size "$PAIR_SIZE" \
+      --latency-size "$LAT_SIZE" -n "$ITERS" -w 2 --out "$W/gpus_mpirun"
+  run "${EM[@]}" bench "backend=$BACKEND" launcher=mpirun --grid 2x1 "${PEERS[@]}" --out "$W/peers_2x1_mpirun"
+fi
 tar -C "$W" -czf "$OUT/pairs_gpu.tgz" . 2>/dev/null || true
 log "done: $W"
