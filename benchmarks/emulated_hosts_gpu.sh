@@ -20,7 +20,7 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 PY=${PY:-python3}
 PARTS=" ${PARTS:-1 2 3 4 5} "
 part() { [[ "$PARTS" == *" $1 "* ]]; }
-W=${W:-/tmp/emulated_hosts}; rm -rf "$W"  # W: two instances side by side (one per GPU) need their own; mkdir -p "$W"
+W=${W:-/tmp/emulated_hosts}; rm -rf "$W"; mkdir -p "$W"  # W: two instances side by side (one per GPU) need their own
 S="$OUT/summary.txt"
 since() { echo "$(( $(date +%s) - $1 )) s"; }
 {
