@@ -8,9 +8,10 @@ writes ``stop`` (or it is signalled: Ctrl-C, the launcher's SIGTERM when the dri
 writes its proof. Files in ``--dir``, per host (``<hostname>-<pid>``): ``.refused`` (the one-line refusal, exit 2),
 ``.ready`` (installed; the proof before), ``.proof.json`` (ShapingProof.to_json after the undo, with sent bytes).
 
-Its state file lives under the state root in a directory of this network namespace's own (``netns-<inode>``), so a
-command in another namespace (an emulated host's driver in the root namespace) never undoes entries naming an
-interface of the same name there; the next ``hold`` on the host removes what a killed one left.
+On an emulated host (a named network namespace, as ``envmatrix cluster`` makes) the link is recorded under the
+namespace's name, so the driver's next command in the root namespace removes what a killed hold left, as it does
+for its own; on a real host the next envmatrix command there (the next ``hold``, or ``envmatrix network reset``)
+does. A kill -9 of the driver ends the holds through their launcher without their undo: that is this case.
 """
 
 from __future__ import annotations
@@ -32,12 +33,19 @@ from envmatrix.network.conditions import Condition
 STOP_FILE = "stop"
 
 
-def _namespace_state_root() -> str:
+def own_namespace_name() -> Optional[str]:
+    """The name (under /run/netns) of the network namespace this process runs in; None for an unnamed one (a real
+    host's own namespace)."""
+    from envmatrix.network import netlink
+
     try:
-        inode = os.stat("/proc/self/ns/net").st_ino
+        mine = os.stat("/proc/self/ns/net").st_ino
     except OSError:
-        inode = 0
-    return str(state.state_root() / f"netns-{inode}")
+        return None
+    for name in netlink.namespaces():
+        if netlink.namespace_id(name) == mine:
+            return name
+    return None
 
 
 def _write(path: Path, text: str) -> None:
@@ -54,13 +62,12 @@ def hold(condition: Condition, out_dir: Path, interface: str, allow_default_rout
          poll_s: float = 0.05) -> int:
     from envmatrix.network import shaping
 
-    os.environ[state.STATE_ENV] = _namespace_state_root()
     me = f"{socket.gethostname()}-{os.getpid()}"
     out_dir.mkdir(parents=True, exist_ok=True)
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, _raise_interrupt)
     removed = state.reap_stale()
-    link = shaping.Link(None, interface)
+    link = shaping.Link(own_namespace_name(), interface)
     try:
         shaping.check_applicable([link], condition, allow_default_route)
     except EnvmatrixError as exc:
