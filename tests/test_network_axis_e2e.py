@@ -192,3 +192,14 @@ def test_kill_9_of_the_driver_leaves_shaping_the_next_command_removes(cli, ns_cl
     if left:
         assert "removed network shaping left by a killed run" in done.stderr, done.stderr
     assert not installed_anywhere(hosts)
+
+
+def test_a_shaped_condition_on_one_host_is_refused_before_anything_runs(cli, tmp_path):
+    out = tmp_path / "local"
+    done = cli.run("bench", "backend=gloo", "--grid", "1x2", "-c", "p2p", "-b", "1M", "-e", "1M",
+                   "--network", "rate=1gbit", "--out", str(out))
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "runs on this host, so its traffic never crosses a link to shape" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and not out.exists()
+    done = cli.run("sweep", "backend=gloo", "grids=[1x2]", "--network", "rate=1gbps", "--out", str(out))
+    assert done.returncode == 2 and "--network 'rate=1gbps'" in done.stderr and not out.exists()
