@@ -60,3 +60,17 @@ def test_a_resumed_sweep_says_its_stored_failures_can_run_again_with_rerun(cli, 
     again = cli.run(*args)
     assert again.returncode == 1
     assert "2 already in the store (1 failed: --rerun runs them again)" in again.stdout, again.stdout
+
+
+def test_a_bad_input_sweep_starts_no_pool_server(cli, tmp_path):
+    # issue 39 point 6: the config is validated before the warm pool's servers (torch imports) start
+    site, log = tmp_path / "site", tmp_path / "started.txt"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(
+        f"import sys\nwith open({str(log)!r}, 'a') as fh:\n    fh.write(' '.join(sys.orig_argv) + '\\n')\n")
+    cli.env["PYTHONPATH"] = os.pathsep.join([str(site), cli.env.get("PYTHONPATH", "")])
+    conf = write_conf(tmp_path / "c.yaml", "backend: gloo\ngrids: [1x2]\nsetups:\n  a: {NCCL_ALGO: Rin}\n")
+    done = cli.run("sweep", f"conf={conf}", "--out", str(tmp_path / "o"))
+    assert done.returncode == 2, done.stdout + done.stderr
+    started = log.read_text()
+    assert "-m envmatrix sweep" in started and "pool_server" not in started, started

@@ -78,20 +78,8 @@ class SweepResult:
 def sweep(request: SweepRequest, listener: Optional[Listener] = None,
           warn: Callable[[str], None] = lambda line: None) -> SweepPlan | SweepResult:
     """``warn`` gets the line about varied variables the backend never reads; ``listener`` each run's progress."""
-    from envmatrix.execution.pool import WarmPool, likely_ranks
-
-    # The pool's servers import torch (seconds) while this process composes the config, plans and
-    # opens the store; on bad input they are killed with the pool before any run is launched.
-    pool = WarmPool.prestart(os.environ, likely_ranks(os.environ)) if request.pool and not request.dry_run else None
-    try:
-        return _sweep(request, listener, warn, pool)
-    finally:
-        if pool is not None:
-            pool.close()
-
-
-def _sweep(request: SweepRequest, listener: Optional[Listener], warn: Callable[[str], None], pool: Any) -> SweepPlan | SweepResult:
     from envmatrix.catalog.backends import check_varied
+    from envmatrix.execution.pool import WarmPool, likely_ranks
     from envmatrix.planning.packing import parse_jobs
     from envmatrix.store.sqlite import check_not_corrupt
 
@@ -124,14 +112,21 @@ def _sweep(request: SweepRequest, listener: Optional[Listener], warn: Callable[[
 
     shaping = plan_shaping(inp, inp.make_launcher(), pins, len(gpus))  # refused here: nothing launched or written
     check_probe_runs(inp.probe, inp.make_launcher())
-    run_dir = em_paths.run_dir(request.out, inp.name)
-    with open_session(inp, run_dir, pins, len(gpus), lock_for=request.command_line,
-                      pool=pool if pool is not None else request.pool, jobs=jobs) as session:
-        # the report's imports overlap the runs instead of following them; matplotlib only for bench figures
-        preload_renderer(with_figures=bool(inp.probe.params.get("bench")))
-        session = shaping_session(session, shaping)
-        _, results = run_sweep(inp, session, runs, rerun=request.rerun, listener=listener)
-        stored = session.store.latest()
+    # Only validated input starts the pool's servers: their torch imports (seconds) overlap opening the store
+    # and the first runs' plans; bad input never starts (and kills) them.
+    pool = WarmPool.prestart(os.environ, likely_ranks(os.environ)) if request.pool else None
+    try:
+        run_dir = em_paths.run_dir(request.out, inp.name)
+        with open_session(inp, run_dir, pins, len(gpus), lock_for=request.command_line,
+                          pool=pool if pool is not None else request.pool, jobs=jobs) as session:
+            # the report's imports overlap the runs instead of following them; matplotlib only for bench figures
+            preload_renderer(with_figures=bool(inp.probe.params.get("bench")))
+            session = shaping_session(session, shaping)
+            _, results = run_sweep(inp, session, runs, rerun=request.rerun, listener=listener)
+            stored = session.store.latest()
+    finally:
+        if pool is not None:
+            pool.close()
     # every report of the run directory shows the whole store (report.html draws it from `stored` too)
     shown_runs, shown = whole_store(runs, results, stored)
     matrix = build_matrix(shown_runs, shown, [g.label for g in inp.grids])

@@ -18,6 +18,7 @@ import sys
 import traceback
 from typing import Optional, Sequence
 
+from envmatrix import interrupts
 from envmatrix.errors import EXIT_INTERRUPTED, EnvmatrixError
 
 EXIT_CODES = """exit codes (the same for sweep, bench, bisect, search, diff):
@@ -26,7 +27,16 @@ EXIT_CODES = """exit codes (the same for sweep, bench, bisect, search, diff):
   2    usage or bad input: nothing launched or written
   3    inconclusive: flaky, probe budget spent, unresolved
   130  interrupted (Ctrl-C); completed results stay in the store
+  141  the reader of the output went away (e.g. `| head`): 128 + SIGPIPE, as for any writer
 """
+EXIT_PIPE_CLOSED = 141
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with one-line errors: a mistyped word gets the mistake and where help is, not the whole usage."""
+
+    def error(self, message: str):  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message}; see {self.prog} --help\n")
 
 # The registry: one module per command, in the order `envmatrix --help` lists them.
 COMMANDS = ("sweep", "bench", "bisect", "search", "export", "submit", "report", "diff", "configs", "network",
@@ -34,7 +44,7 @@ COMMANDS = ("sweep", "bench", "bisect", "search", "export", "submit", "report", 
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="envmatrix", description="NCCL environment-configuration fuzzer and regression bisector.")
+    parser = Parser(prog="envmatrix", description="NCCL environment-configuration fuzzer and regression bisector.")
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
@@ -51,6 +61,36 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    words = list(sys.argv[1:] if argv is None else argv)
+    # First: a Ctrl-C while the parser is built (every command module imported: a few hundred ms) is an
+    # interruption like any other, not a KeyboardInterrupt traceback.
+    previous = _on_sigint(_first_interrupt)
+    previous_hook, sys.unraisablehook = sys.unraisablehook, _unraisable
+    try:
+        return _run(argv, words)
+    except EnvmatrixError as exc:
+        if "--debug" in words:
+            traceback.print_exc()
+        print(f"envmatrix: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        interrupts.clear()
+        # --rerun would measure everything again; resuming means the same command without it.
+        resume = shlex.join(["envmatrix", *(w for w in words if w != "--rerun")])
+        print(f"envmatrix: interrupted; finished runs are in the store, resume with: {resume}", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # `envmatrix ... | head`: the reader is gone; what is left to print goes nowhere (Python would otherwise
+        # fail again flushing stdout at exit, with a traceback)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_PIPE_CLOSED
+    finally:
+        _on_sigint(previous)
+        sys.unraisablehook = previous_hook
+        interrupts.clear()
+
+
+def _run(argv: Optional[Sequence[str]], words: list[str]) -> int:
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     # Overrides may sit on both sides of flags (argparse takes one block of positionals).
@@ -59,25 +99,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         parser.error(f"unrecognized arguments: {' '.join(stray)}")
     if extra:
         args.overrides = [*args.overrides, *extra]
-    words = list(sys.argv[1:] if argv is None else argv)
     args.command_line = shlex.join(["envmatrix", *words])
-    previous = _on_sigint(_first_interrupt)
-    try:
-        if args.command != "network":  # `network reset` lists what it removes itself
-            _remove_network_leftovers()
-        return args.func(args)
-    except EnvmatrixError as exc:
-        if args.debug:
-            traceback.print_exc()
-        print(f"envmatrix: error: {exc}", file=sys.stderr)
-        return exc.exit_code
-    except KeyboardInterrupt:
-        # --rerun would measure everything again; resuming means the same command without it.
-        resume = shlex.join(["envmatrix", *(w for w in words if w != "--rerun")])
-        print(f"envmatrix: interrupted; finished runs are in the store, resume with: {resume}", file=sys.stderr)
-        return EXIT_INTERRUPTED
-    finally:
-        _on_sigint(previous)
+    if args.command != "network":  # `network reset` lists what it removes itself
+        _remove_network_leftovers()
+    return args.func(args)
 
 
 def _remove_network_leftovers() -> None:
@@ -90,8 +115,18 @@ def _remove_network_leftovers() -> None:
 def _first_interrupt(signum, frame):
     # The unwinding that follows kills the ranks' process groups; if it hangs, a second Ctrl-C
     # leaves at once (ranks die with us through PR_SET_PDEATHSIG, the store is transactional).
+    # Noted first: raised inside a finalizer, the KeyboardInterrupt below is dropped by CPython, and the run
+    # loops raise it again from the note (envmatrix.interrupts).
+    interrupts.note()
     _on_sigint(_second_interrupt)
     raise KeyboardInterrupt
+
+
+def _unraisable(unraisable) -> None:
+    # The Ctrl-C a finalizer swallowed is noted and raised again by the run loops: not a traceback to show.
+    if issubclass(unraisable.exc_type, KeyboardInterrupt):
+        return
+    sys.__unraisablehook__(unraisable)
 
 
 def _second_interrupt(signum, frame):

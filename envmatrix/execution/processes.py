@@ -19,6 +19,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Mapping, Optional, Sequence
 
+from envmatrix import interrupts
 from envmatrix.boundary import ProcessOutcome, ProcessSpec
 
 _PR_SET_PDEATHSIG = 1
@@ -267,6 +268,7 @@ def run_group(
         if any(o is not None and o.launch_error for o in outcomes):
             peer_deadline = time.monotonic()
         while any(o is None for o in outcomes):
+            interrupts.raise_pending()  # a Ctrl-C whose KeyboardInterrupt a finalizer swallowed, or in a worker thread
             now = time.monotonic()
             for i, proc in enumerate(procs):
                 if outcomes[i] is not None or proc is None:

@@ -1,0 +1,45 @@
+"""The command line at its edges (issue 39 point 6): a Ctrl-C at any moment is a clean exit 130, output piped into
+`head` ends without a traceback, and a mistyped flag gets one line, not argparse's whole usage."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+
+@pytest.mark.slow
+def test_ctrl_c_in_the_first_moments_exits_130_without_a_traceback(cli):
+    # From the moment the interpreter runs envmatrix (before: Python's own start-up, out of its reach) through
+    # building the parser (every command module imported) and on.
+    t0 = time.monotonic()
+    subprocess.run([sys.executable, "-c", "pass"], env=cli.env, check=True)
+    start = 1.5 * (time.monotonic() - t0)
+    for delay in (start + step * 0.03 for step in range(10)):
+        proc = subprocess.Popen(cli.argv("configs"), cwd=cli.cwd, env=cli.env, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        time.sleep(delay)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+        assert "Traceback" not in err and proc.returncode in (0, 130), (delay, proc.returncode, err)
+
+
+def test_output_into_a_closed_pipe_ends_quietly(cli):
+    read, write = os.pipe()
+    os.close(read)  # the reader (head -1) is gone before the first line
+    proc = subprocess.Popen(cli.argv("configs", "--json"), cwd=cli.cwd, env=cli.env, stdout=write,
+                            stderr=subprocess.PIPE, text=True)
+    os.close(write)
+    _, err = proc.communicate(timeout=60)
+    assert err == "" and proc.returncode == 141  # 128 + SIGPIPE, as a shell reports a writer killed by it
+
+
+@pytest.mark.parametrize("args,flag", [(("sweep", "--dry-runn"), "--dry-runn"), (("bench", "-n", "x"), "'x'"),
+                                       (("swep",), "'swep'")])
+def test_a_one_word_mistake_gets_one_line_and_points_at_help(cli, args, flag):
+    done = cli.run(*args)
+    assert done.returncode == 2
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith("envmatrix") and flag in line and line.endswith("--help")
