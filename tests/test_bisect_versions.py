@@ -270,9 +270,26 @@ def test_versions_cli_exit_codes_with_real_probes(cli, tmp_path, marks, code, fi
         build = tmp_path / f"v{i}"
         build.mkdir()
         (build / "marks").write_text(marks.get(i, "good"))
+        (build / "libnccl.so.2").write_bytes(b"")  # a build's file (the probe script never loads it)
         builds.append(str(build))
     done = cli.run("bisect", "backend=gloo", "--grid", "1x1", "--versions", *builds, "--probe-cmd", f"{sys.executable} {script}",
                    "--json", str(tmp_path / "r.json"), "--out", str(tmp_path / "o"))
     assert done.returncode == code, done.stdout + done.stderr
     report = json.loads((tmp_path / "r.json").read_text())
     assert (report["first_bad"] and report["first_bad"].rsplit("/", 1)[1]) == first_bad
+
+
+def test_versions_that_cannot_be_builds_are_refused_up_front(cli, tmp_path):
+    # issue 39 point 12: gloo never loads NCCL, and a directory without a libnccl is not a build
+    good, bad = tmp_path / "2.27", tmp_path / "2.28"
+    good.mkdir(), bad.mkdir()
+    gloo = cli.run("bisect", "--grid", "1x1", "--versions", str(good), str(bad), "backend=gloo", "--out", str(tmp_path / "o"))
+    assert gloo.returncode == 2, gloo.stdout + gloo.stderr
+    (line,) = gloo.stderr.strip().splitlines()
+    assert "backend=gloo" in line and "never loads NCCL" in line  # backend=gloo after the paths is an override
+    empty = cli.run("bisect", "--grid", "1x1", "--versions", str(good), str(bad), "backend=gloo", "--probe-cmd", "true",
+                    "--out", str(tmp_path / "o"))
+    assert empty.returncode == 2, empty.stdout + empty.stderr
+    (line,) = empty.stderr.strip().splitlines()
+    assert f"--versions {good}" in line and "no libnccl" in line
+    assert not (tmp_path / "o").exists()

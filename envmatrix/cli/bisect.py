@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import os
+import re
 import sys
 from typing import Any
 
@@ -73,6 +75,11 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     from envmatrix.app.bisect_versions import VersionBisectResult
 
     console = make_console()
+    if args.versions:
+        # --versions takes every word after it: the overrides among them (conf=x, backend=gloo) are overrides,
+        # as anywhere else on the line
+        args.overrides = [*args.overrides, *(w for w in args.versions if is_override(w))]
+        args.versions = [w for w in args.versions if not is_override(w)]
     done = bisect(request_from(BisectRequest, args), events(console))
     if isinstance(done, EnvBisectResult):
         if done.note:
@@ -85,6 +92,11 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     else:
         print_hosts(console, done)
     return done.exit_code
+
+
+def is_override(word: str) -> bool:
+    """``key=value`` with a config key (conf=x, probe.timeout_s=5, +search.x=1), not a path that holds '='."""
+    return re.match(r"[+~]{0,2}[A-Za-z_][A-Za-z0-9_.]*=", word) is not None and not os.path.exists(word)
 
 
 def events(console: Any) -> Any:
