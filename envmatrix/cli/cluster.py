@@ -44,7 +44,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     for host in view.hosts:
         print(f"  {host}  {view.addresses[host]}  namespace {view.namespaces[host]}  link {view.links[host]}")
     print(f"hostfile: {view.hostfile}")
-    print(f"mpirun --hostfile {view.hostfile} --mca plm_rsh_agent {view.agent} ...")
+    print(f"mpirun --hostfile {view.hostfile} --mca plm rsh --mca plm_rsh_agent {view.agent} ...")
     print("config lines:")
     for line in view.conf_snippet.splitlines():
         print(f"  {line}")

@@ -112,8 +112,10 @@ class EmulatedCluster:
 
         Nothing else on purpose: with plm_rsh_no_tree_spawn or oob_tcp_if_include a daemon whose link is
         down retries its connect until the run's timeout, instead of failing in seconds as on real nodes.
+        ``plm rsh`` is named because an environment may pin another launch module: the lent GPU box sets
+        OMPI_MCA_plm=isolated, which keeps every daemon on this host ("All nodes ... are already filled").
         """
-        return ["--mca", "plm_rsh_agent", str(self.agent)]
+        return ["--mca", "plm", "rsh", "--mca", "plm_rsh_agent", str(self.agent)]
 
     def launcher_opts(self) -> dict:
         return {"mpirun": {"extra_args": self.mpirun_args()}}

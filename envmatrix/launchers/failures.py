@@ -55,7 +55,7 @@ def openmpi(text: str) -> Optional[tuple[Optional[str], str]]:
     if slots:
         return None, f"not enough slots for the {slots.group(1)} ranks requested (mpirun refused the launch)"
     if _FILLED in text:
-        return None, f"{_FILLED} (mpirun mapped no rank; check that the --host names are distinct nodes)"
+        return None, f"{_FILLED} (mpirun mapped no rank; check that the --host names are distinct nodes and that no OMPI_MCA_plm=isolated keeps mpirun on this host)"
     if _TCP in text:
         local, remote = _field(text, "Local host"), _field(text, "Remote host")
         return local, f"daemon on {local} could not open a TCP connection back to {remote} ({_ORTE_START if _ORTE_START in text else _TCP})"
