@@ -37,6 +37,18 @@ def test_under_the_bound_is_flagged_not_in_effect():
     assert edge.verdict == physics.OK
 
 
+def test_under_the_floor_with_the_payload_through_the_shaper_is_not_a_bypass():
+    # measured on namespace hosts: p2p 4 MiB at 200 Mbit 140.8 ms vs S/R 167.8 ms, 26 MB through the qdiscs
+    bound = physics.floor_s("p2p", 4 * MIB, 2, 2 * 10**8)
+    small = physics.check(0.1408, bound, crossed=True)
+    assert small.verdict == physics.UNDER_FLOOR and small.flagged and "socket buffers" in small.line
+    assert physics.check(0.1408, bound, crossed=False).verdict == physics.NOT_IN_EFFECT
+    assert physics.check(0.1408, bound).verdict == physics.NOT_IN_EFFECT  # not counted: the strict reading
+    row = _row("p2p", 4 * MIB, 0.1408)
+    assert physics.check_cell("p2p", 4 * MIB, "2x1", 2 * 10**8, row, sent_bytes=26_385_412).verdict == physics.UNDER_FLOOR
+    assert physics.check_cell("p2p", 4 * MIB, "1x2", 2 * 10**8, row, sent_bytes=2929).verdict == physics.NOT_IN_EFFECT
+
+
 def test_box_limited_when_shaped_equals_unshaped_and_the_floor_exceeds_noise():
     # the 16 emulated hosts: default 3.06 s, 5 Gbit 2.98 s, floor 2*15/16*256MiB*8/5e9 = 0.805 s
     bound = physics.floor_s("allreduce", 256 * MIB, 16, 5 * 10**9)

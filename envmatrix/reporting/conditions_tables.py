@@ -79,7 +79,9 @@ def condition_cells(results: Sequence[ProbeResult], patterns: Sequence[str] = SE
     cells = []
     for (pattern, _, backend, size, grid), (result, m) in rows.items():
         baseline = unshaped.get((pattern, backend, size, grid)) if _rate(result) else None
-        check = physics.check_cell(pattern, size, grid, _rate(result), m, baseline)
+        sent = result.network.get("sent_bytes")
+        check = physics.check_cell(pattern, size, grid, _rate(result), m, baseline,
+                                   None if sent is None else sum(int(v) for v in sent.values()))
         cells.append(ConditionCell(
             pattern, result.condition_name, result.condition_value, backend, size, int(grid.split("x")[0]), grid,
             physics.sync_time_s(m), float(m.get("time_min_us") or m["time_us"]) * 1e-6,
@@ -130,6 +132,8 @@ def cell_text(cell: Optional[ConditionCell]) -> str:
         text += f" (S/R {bound.split()[0] if same_unit else bound})"  # "541.0 ms (S/R 536.9)": the cell's unit
     if cell.check.verdict == physics.NOT_IN_EFFECT:
         text += " **shaping not in effect**"
+    elif cell.check.verdict == physics.UNDER_FLOOR:
+        text += " *under the floor*"
     elif cell.check.verdict == physics.BOX_LIMITED:
         text += " *box-limited*"
     return text
