@@ -3,6 +3,7 @@ namespace hosts, real iperf3, a real rate limit (tc htb)."""
 
 import json
 import os
+import re
 import shutil
 import sqlite3
 from itertools import combinations
@@ -88,8 +89,8 @@ def test_host_pairs_on_namespace_hosts_name_the_rate_limited_host(ns_cluster, cl
     conf = tmp_path / "c.yaml"
     conf.write_text(yaml.safe_dump(cluster.conf(probe={"timeout_s": 240})))
     out = tmp_path / "run"
-    done = cli.run("bench", f"conf={conf}", "--pairs", "hosts", "--pair-size", "1M", "-n", "3", "-w", "1",
-                   "--iperf-seconds", "1", "--out", str(out), timeout=900)
+    done = cli.run("bench", f"conf={conf}", "--pairs", "hosts", "--pair-size", "1M", "-n", "5", "-w", "1",
+                   "--iperf-seconds", "1", "--pair-tolerance", "0.8", "--out", str(out), timeout=900)
     assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]  # a slow host found
     text = (out / "pairs_hosts.md").read_text()
     rows = _host_table(text)
@@ -108,7 +109,12 @@ def test_host_pairs_on_namespace_hosts_name_the_rate_limited_host(ns_cluster, cl
         assert rtt > 0 and t > 0 and gbps > 0 and iperf > 0
         if slow in (r[0], r[1]):
             assert iperf < 0.0055 and r[8] == "slow pair"  # 40 Mbit/s = 0.005 GB/s
-    assert f"exclude: {slow}\n" in text and f"slow host {slow}" in text and "(sure" in text
+    # every pair of the limited host slow; how sure depends on whether this busy 2-core box also slowed a pair
+    # without it (then "likely", and that pair is named a slow link): never another host. At the default 25 % a
+    # CPU pair of 8 sharing 2 cores falls below its round's median now and then (0.2-0.4x seen); 40 Mbit/s is 0.01x.
+    assert f"exclude: {slow}\n" in text
+    assert re.search(rf"slow host {slow}: {hosts - 1} of {hosts - 1} of its pairs slow, .*\((sure|likely): ", text), text
+    assert len(re.findall(r"slow host node", text)) == 1
     assert f"exclude: {slow}" in done.stdout
     assert_no_processes(cli.marker)
 

@@ -289,8 +289,8 @@ def _host_outcome(request: PairsRequest, run_dir: str, p2p: ProbeResult, net: li
     figures = []
     for number, pairs_ in enumerate(rounds):
         for a, b in pairs_:
-            ways = [uni[p].get("algbw_gbps") for p in ((a, b), (b, a)) if p in uni]
-            if len(ways) == 2 and None not in ways:
+            ways = [typical_gbps(uni[p]) for p in ((a, b), (b, a)) if p in uni]
+            if len(ways) == 2:
                 figures.append(PairFigure(number, hosts[a], hosts[b], min(ways)))
     judgement = judge_pairs(figures, request.tolerance) if figures else None
     slow = {(v.figure.a, v.figure.b) for v in (judgement.pairs if judgement else []) if v.slow}
@@ -307,6 +307,14 @@ def _host_outcome(request: PairsRequest, run_dir: str, p2p: ProbeResult, net: li
     found = bool(judgement and (judgement.slow_hosts or judgement.slow_links))
     return PairsResult("hosts", path, text, write_run_outputs(run_dir, stored=stored), 1 if failed or found else 0,
                        judgement=judgement, host_rows=rows, results=[p2p, *net])
+
+
+def typical_gbps(row: dict) -> float:
+    """A pair's bandwidth for the judgement: at its median iteration, so one stalled iteration on a busy host does
+    not make a pair slow (its slower direction decides; a slow link is slow every time)."""
+    from envmatrix.bench.formulas import bandwidths
+
+    return bandwidths(row["collective"], row["size_bytes"], row.get("time_median_us") or row["time_us"], 2)[0]
 
 
 def tool_status(net: list[ProbeResult], rounds: list, tool: str) -> dict[frozenset, str]:
