@@ -203,3 +203,26 @@ def test_a_shaped_condition_on_one_host_is_refused_before_anything_runs(cli, tmp
     assert len(done.stderr.strip().splitlines()) == 1 and not out.exists()
     done = cli.run("sweep", "backend=gloo", "grids=[1x2]", "--network", "rate=1gbps", "--out", str(out))
     assert done.returncode == 2 and "--network 'rate=1gbps'" in done.stderr and not out.exists()
+
+
+def test_ctrl_c_mid_run_undoes_the_shaping_and_exits_130(cli, ns_cluster, tmp_path):  # noqa: F811
+    import signal
+    import time
+
+    from envmatrix.network.unrecorded import installed_anywhere
+
+    cluster = ns_cluster(2)
+    hosts = [cluster.ns(h) for h in cluster.hosts]
+    proc = cli.popen("bench", _conf(tmp_path, cluster), "--grid", "2x1", "-c", "p2p", "-b", "64M", "-e", "64M",
+                     "-n", "20", "-w", "0", "--no-check", "--network", "k:rate=200mbit", "--out", str(tmp_path / "c"))
+    deadline = time.monotonic() + 120
+    while not installed_anywhere(hosts):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.stdout.read() if proc.poll() is not None else ""
+        time.sleep(0.2)
+    time.sleep(2)  # shaped: the probe is starting or under way (20 transfers of 64 MiB at 200 Mbit: 54 s)
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 130, out[-2000:]
+    assert not installed_anywhere(hosts)
+    done = cli.run("cluster", "list")
+    assert "removed network shaping" not in done.stderr  # nothing was left for the next command
