@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Optional, Sequence
 
 from envmatrix import paths as em_paths
+from envmatrix import values
 from envmatrix.app.inputs import named_setup, prepare
 from envmatrix.app.network_axis import plan_shaping, shaping_session, with_flags, write_condition_tables
 from envmatrix.app.outputs import RunOutputs, write_run_outputs
@@ -30,7 +31,7 @@ class BenchRequest:
     collectives: str = "allreduce,allgather,alltoall"
     min_bytes: str = "8"
     max_bytes: Optional[str] = None
-    factor: float = 2.0
+    factor: Optional[float] = None  # None: 2, unless step_bytes
     step_bytes: Optional[str] = None
     iters: int = 20
     warmup: int = 5
@@ -196,14 +197,18 @@ def prepare_bench(inp: SweepInput, args: BenchRequest, gpus: int, catalog: Any) 
     inp = dataclasses.replace(inp, name="bench", grids=(grid,), setups=(setup,))
     launcher = inp.make_launcher()
     check_grids_fit([grid], inp.backend, gpus, int(inp.config.get("max_local_ranks", 16)), launcher)
+    if args.factor is not None and args.step_bytes is not None:
+        raise ConfigError(f"-i/--step-bytes {args.step_bytes}: given with -f/--factor {args.factor}, and sizes either "
+                          "multiply or add; allowed: one of them (nccl-tests' -f or -i)")
+    # each flag's value is checked under the flag's own name, not the probe key it fills
     bench = {
         "collectives": [c.strip() for c in args.collectives.split(",") if c.strip()],
-        "min_bytes": args.min_bytes,
-        "max_bytes": args.max_bytes,
-        "factor": args.factor,
-        "step_bytes": args.step_bytes,
-        "iters": args.iters,
-        "warmup": args.warmup,
+        "min_bytes": values.size("-b/--min-bytes", args.min_bytes),
+        "max_bytes": None if args.max_bytes is None else values.size("-e/--max-bytes", args.max_bytes),
+        "factor": 2.0 if args.factor is None else values.number("-f/--factor", args.factor, above=1),
+        "step_bytes": None if args.step_bytes is None else values.size("-i/--step-bytes", args.step_bytes),
+        "iters": values.integer("-n/--iters", args.iters, minimum=1),
+        "warmup": values.integer("-w/--warmup", args.warmup, minimum=0),
         "dtype": args.dtype,
         "check": not args.no_check,
         "timing": args.timing,
@@ -212,5 +217,5 @@ def prepare_bench(inp: SweepInput, args: BenchRequest, gpus: int, catalog: Any) 
         bench.update(peer_bench(args.peers, grid, args.inflight))
     elif args.inflight is not None:
         raise ConfigError(f"--inflight {args.inflight}: only with --peers; allowed: --peers rail,cross --inflight N")
-    probe = get_probe("builtin").spec({"bench": bench, "timeout_s": args.timeout, "collectives": ["allreduce"]}, "bench", inp.backend)
+    probe = get_probe("builtin").spec({"bench": bench, "timeout_s": values.duration("--timeout", args.timeout), "collectives": ["allreduce"]}, "bench", inp.backend)
     return dataclasses.replace(inp, probe=probe), launcher

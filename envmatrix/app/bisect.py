@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, NamedTuple, Optional
@@ -17,6 +16,7 @@ from typing import Any, Callable, NamedTuple, Optional
 from envmatrix import paths as em_paths
 from envmatrix.app.inputs import Prepared, check_probe_runs, named_setup, prepare
 from envmatrix.app.outputs import RunOutputs, write_run_outputs
+from envmatrix import values
 from envmatrix.errors import EXIT_FAILURES, EXIT_INCONCLUSIVE, EXIT_OK, ConfigError, did_you_mean
 
 
@@ -128,7 +128,7 @@ def probe_spec(inp: Any, probe_cmd: Optional[str]) -> Any:
 
     if not probe_cmd:
         return inp.probe
-    params = {"command": shlex.split(probe_cmd), "timeout_s": inp.probe.params.get("timeout_s", 120.0)}
+    params = {"command": values.words("--probe-cmd", probe_cmd), "timeout_s": inp.probe.params.get("timeout_s", 120.0)}
     return get_probe("command").spec(params, "--probe-cmd", inp.backend)
 
 

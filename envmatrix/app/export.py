@@ -34,6 +34,9 @@ def export(request: ExportRequest) -> ExportResult:
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     if not request.storage and not request.out:
         raise ConfigError("export: give --out RUN_DIR (a search's run directory) or --storage URL")
+    if request.storage and request.out:
+        raise ConfigError(f"--storage {request.storage}: given with --out {request.out}, and each names the study's storage; "
+                          "allowed: one of them (--dest DIR says where the files go)")
     if request.storage:
         url = request.storage
     else:

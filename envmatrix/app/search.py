@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 from envmatrix import paths as em_paths
+from envmatrix import values
 from envmatrix.app.inputs import check_probe_runs, prepare
 from envmatrix.app.outputs import RunOutputs, write_run_outputs
 from envmatrix.errors import ConfigError, require
@@ -67,7 +68,11 @@ def plan_search(request: SearchRequest) -> SearchPlan:
     inp, gpus, pins, catalog = prepare(request.overrides, request.allow_unknown_vars, search=True)
     search = dict(inp.config.get("search") or {})
     if request.trials is not None:
-        search["trials"] = request.trials
+        given = [o for o in request.overrides if o.lstrip("+").startswith("search.trials=")]
+        if given:
+            raise ConfigError(f"--trials {request.trials}: given with {given[0]}, two answers to one question; "
+                              "allowed: one of them")
+        search["trials"] = values.integer("--trials", request.trials, minimum=1)
     where = f"{inp.conf_file.name}: search"
     settings = parse_settings(search, where, inp.name, inp.seed)
     space = parse_search_space(search, catalog, pins, where, allow_unknown=request.allow_unknown_vars)

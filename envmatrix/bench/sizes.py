@@ -2,22 +2,14 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any, Optional
 
+from envmatrix import values
 from envmatrix.errors import ConfigError
-
-_UNITS = {"": 1, "B": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
-_SIZE = re.compile(r"^\s*(\d+)\s*([KMGT]?)(?:I?B)?\s*$", re.IGNORECASE)
 
 
 def parse_size(value: Any, where: str = "size") -> int:
-    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-        return value
-    match = _SIZE.match(str(value))
-    if not match or int(match.group(1)) <= 0:
-        raise ConfigError(f"{where}: {value!r} is not a size; allowed: a positive byte count such as 8, 64K, 256M, 1G")
-    return int(match.group(1)) * _UNITS[match.group(2).upper()]
+    return values.size(where, value)
 
 
 def format_size(n: int) -> str:

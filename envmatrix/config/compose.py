@@ -13,6 +13,7 @@ from typing import Any, Sequence
 
 import yaml
 
+from envmatrix import values
 from envmatrix.errors import ConfigError, did_you_mean
 from envmatrix.paths import conf_dir
 
@@ -71,7 +72,7 @@ def read_yaml_mapping(path: Path) -> dict[str, Any]:
         return {}
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: top level is a {type(data).__name__}; allowed: a mapping of config keys")
-    return data
+    return values.plain_tree(str(path), data)
 
 
 def load_yaml_mapping(path: Path, _chain: tuple[Path, ...] = ()) -> dict[str, Any]:
@@ -110,11 +111,21 @@ def load_yaml_mapping(path: Path, _chain: tuple[Path, ...] = ()) -> dict[str, An
 
 
 def split_conf_override(overrides: Sequence[str]) -> tuple[str | None, list[str]]:
+    """(the one conf= value, the other overrides); an empty or second conf= is refused, as is ${...} in a value."""
     conf, rest = None, []
     for item in overrides:
         if item.startswith("conf="):
-            conf = item.split("=", 1)[1]
+            value = item.split("=", 1)[1]
+            if not value:
+                raise ConfigError("conf=: '' is empty; allowed: a config name or a file path (conf=aws_ofi, conf=./my.yaml)")
+            if conf is not None:
+                raise ConfigError(f"conf={value}: {value!r} is a second conf= (conf={conf} came first); allowed: one conf= "
+                                  "per command (a config composes others with defaults: [other, _self_])")
+            conf = value
         else:
+            if "=" in item:
+                key, value = item.split("=", 1)
+                values.interpolation(f"override {key}", value)
             rest.append(item)
     return conf, rest
 

@@ -12,6 +12,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping
 
+from envmatrix import values
 from envmatrix.errors import ConfigError
 
 SET, UNSET, PREPEND, APPEND = "set", "unset", "prepend", "append"
@@ -111,8 +112,8 @@ def atoms_from_mapping(env: Mapping[str, Any], where: str) -> tuple[Atom, ...]:
     """
     atoms: list[Atom] = []
     for var, value in env.items():
-        var = str(var)
         key = f"{where}.{var}"
+        var = values.var_name(key, var)
         if value is None:
             atoms.append(Atom(var, UNSET))
         elif isinstance(value, Mapping):

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import os
-import shlex
 import shutil
 from typing import Any, Optional, Sequence
 
+from envmatrix import values
 from envmatrix.errors import ConfigError
 from envmatrix.boundary import ProcessOutcome
 from envmatrix.planning.plan import ProbeSpec
@@ -18,8 +18,8 @@ from envmatrix.results import COLLECTIVE_ERROR, EXIT_ERROR, PASS, UNRESOLVED, WR
 SKIP_EXIT = 125
 
 
-def command_argv(command: Any) -> tuple[str, ...]:
-    return tuple(shlex.split(command)) if isinstance(command, str) else tuple(str(c) for c in command)
+def command_argv(command: Any, key: str = "probe.command") -> tuple[str, ...]:
+    return tuple(values.words(key, command)) if isinstance(command, str) else tuple(str(c) for c in command)
 
 
 @register

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import Any, Optional, Sequence
 
+from envmatrix import values
 from envmatrix.bench.formulas import ALL
 from envmatrix.env.atoms import PATH_OPS, SET, UNSET, Setup
 from envmatrix.errors import ConfigError
@@ -220,6 +221,7 @@ def write_exports(study: Any, dest: str, index: int = 0) -> tuple[list[str], lis
     import os
 
     space, objectives, meta = study_meta(study)
+    index = values.index("--objective", index, objectives, "objective")
     best, what, notes = export_decision(study, index)
     head = f"envmatrix search: study {study.study_name}"
     grids = ", ".join(meta.get("grids", []))

@@ -1,0 +1,179 @@
+"""The one validation layer: every value on its way to a parser comes through here.
+
+A config file's YAML tree (before OmegaConf sees it), a command line's words for shlex, numbers for int/float,
+sizes, durations, paths and names: each function takes the *key* the value came from (``probe.command``,
+``--trials``, ``setups.a.NCCL_ALGO``, ``conf=``) and the value, and either returns the parsed value or raises one
+ConfigError line naming both and what is allowed (exit 2, nothing written). Callers never catch a parser's own
+exception (ValueError, IndexError, OmegaConf's errors) for a user's value: they call the function here instead.
+"""
+
+from __future__ import annotations
+
+import datetime
+import math
+import os
+import re
+import shlex
+from typing import Any, Optional, Sequence
+
+from envmatrix.errors import ConfigError
+
+_UNITS = {"": 1, "B": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+_SIZE = re.compile(r"^\s*(\d+)\s*([KMGT]?)(?:I?B)?\s*$", re.IGNORECASE)
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|m|min|h)?\s*$", re.IGNORECASE)
+_SECONDS = {None: 1.0, "ms": 0.001, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
+_VAR_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_INTERPOLATION = re.compile(r"\$\{[^}]*\}?")
+_PLAIN = (str, int, float, bool, type(None))
+
+
+def _fail(key: str, value: Any, problem: str, allowed: str) -> ConfigError:
+    return ConfigError(f"{key}: {value!r} {problem}; allowed: {allowed}")
+
+
+def integer(key: str, value: Any, minimum: Optional[int] = None, maximum: Optional[int] = None) -> int:
+    """A whole number (an int, or text of one) within [minimum, maximum]."""
+    allowed = _range("an integer", minimum, maximum)
+    if isinstance(value, bool) or isinstance(value, float) and not value.is_integer():
+        raise _fail(key, value, "is not an integer", allowed)
+    try:
+        number = int(str(value).strip()) if not isinstance(value, (int, float)) else int(value)
+    except ValueError:
+        raise _fail(key, value, "is not an integer", allowed) from None
+    if minimum is not None and number < minimum or maximum is not None and number > maximum:
+        raise _fail(key, value, "is out of range", allowed)
+    return number
+
+
+def number(key: str, value: Any, minimum: Optional[float] = None, above: Optional[float] = None,
+           maximum: Optional[float] = None) -> float:
+    """A finite number >= minimum, > above, <= maximum (each bound optional)."""
+    allowed = "a number" + "".join(f" {op} {bound:g}" for op, bound in ((">=", minimum), (">", above), ("<=", maximum))
+                                   if bound is not None)
+    if isinstance(value, bool):
+        raise _fail(key, value, "is not a number", allowed)
+    try:
+        parsed = float(value) if isinstance(value, (int, float)) else float(str(value).strip())
+    except ValueError:
+        raise _fail(key, value, "is not a number", allowed) from None
+    if not math.isfinite(parsed):
+        raise _fail(key, value, "is not a finite number", allowed)
+    if (minimum is not None and parsed < minimum or above is not None and parsed <= above
+            or maximum is not None and parsed > maximum):
+        raise _fail(key, value, "is out of range", allowed)
+    return parsed
+
+
+def _range(what: str, minimum: Optional[int], maximum: Optional[int]) -> str:
+    if minimum is not None and maximum is not None:
+        return f"{what} from {minimum} to {maximum}"
+    if minimum is not None:
+        return f"{what} >= {minimum}"
+    return f"{what} <= {maximum}" if maximum is not None else what
+
+
+def size(key: str, value: Any) -> int:
+    """A positive byte count: 8, 64K, 256M, 1G (K = 1024)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return value
+    match = _SIZE.match(str(value)) if not isinstance(value, bool) else None
+    if not match or int(match.group(1)) <= 0:
+        raise _fail(key, value, "is not a size", "a positive byte count such as 8, 64K, 256M, 1G")
+    return int(match.group(1)) * _UNITS[match.group(2).upper()]
+
+
+def duration(key: str, value: Any) -> float:
+    """Seconds > 0: a number, or text such as 30, 30s, 500ms, 5m, 1h."""
+    allowed = "a duration > 0 such as 30, 30s, 500ms, 5m or 1h"
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        seconds = float(value)
+    else:
+        match = _DURATION.match(str(value)) if not isinstance(value, bool) else None
+        if not match:
+            raise _fail(key, value, "is not a duration", allowed)
+        seconds = float(match.group(1)) * _SECONDS[(match.group(2) or "").lower() or None]
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise _fail(key, value, "is not a duration > 0", allowed)
+    return seconds
+
+
+def words(key: str, text: Any) -> list[str]:
+    """A command line split as a POSIX shell would (shlex), never run through a shell."""
+    if not isinstance(text, str):
+        raise _fail(key, text, "is not a command line", "a command as one string, e.g. 'my_check --fast'")
+    try:
+        argv = shlex.split(text)
+    except ValueError as exc:  # shlex: "No closing quotation", "No escaped character"
+        raise _fail(key, text, f"cannot be split into words ({str(exc).lower()})",
+                    "balanced quotes, e.g. 'my_check --name \"a b\"'") from None
+    if not argv:
+        raise _fail(key, text, "is empty", "a command, e.g. 'my_check --fast'")
+    return argv
+
+
+def var_name(key: str, name: Any) -> str:
+    """An environment variable name a shell can export: letters, digits and _, not starting with a digit."""
+    text = str(name) if isinstance(name, (str, int)) and not isinstance(name, bool) else None
+    if text is None or not _VAR_NAME.match(text):
+        problem = ("is empty" if text == "" else "contains '='" if text and "=" in text
+                   else "is not a variable name")
+        raise _fail(key, name, problem, "[A-Za-z_][A-Za-z0-9_]* (e.g. NCCL_ALGO)")
+    return text
+
+
+def path(key: str, value: Any, kind: str = "any") -> str:
+    """An existing path: ``kind`` file, dir or any."""
+    if not isinstance(value, str) or not value or "\x00" in value:
+        raise _fail(key, value, "is not a path", f"an existing {'path' if kind == 'any' else kind}")
+    checks = {"file": os.path.isfile, "dir": os.path.isdir, "any": os.path.exists}
+    if not checks[kind](value):
+        what = {"file": "a file", "dir": "a directory", "any": "there"}[kind]
+        problem = f"is not {what}" if os.path.exists(value) else "does not exist"
+        raise _fail(key, value, problem, f"an existing {'path' if kind == 'any' else kind}")
+    return value
+
+
+def choice(key: str, value: Any, allowed: Sequence[str]) -> str:
+    if not isinstance(value, str) or value not in allowed:
+        raise _fail(key, value, "is not allowed", ", ".join(allowed))
+    return value
+
+
+def index(key: str, value: Any, items: Sequence[Any], what: str) -> int:
+    """A position in ``items`` (0-based), named as ``what`` in the message."""
+    if not items:
+        raise _fail(key, value, f"names no {what}", f"a study with {what}s")
+    return integer(key, value, 0, len(items) - 1)
+
+
+def plain_tree(where: str, data: Any, key: str = "") -> Any:
+    """A parsed YAML tree as config data: only mappings with text keys, lists and plain scalars, and no ``${...}``
+    interpolation (configs take values as written). YAML's own types (a date such as 2024-01-01, a timestamp,
+    binary) are refused with the key, so a value never turns into something else on its way to OmegaConf."""
+    here = f"{where}: {key}" if key else where
+    if isinstance(data, dict):
+        for k, v in data.items():
+            if not isinstance(k, (str, int)) or isinstance(k, bool):
+                raise _fail(here, k, "is not a key", "text keys")
+            plain_tree(where, v, f"{key}.{k}" if key else str(k))
+        return data
+    if isinstance(data, list):
+        for i, v in enumerate(data):
+            plain_tree(where, v, f"{key}[{i}]")
+        return data
+    if isinstance(data, (datetime.date, datetime.datetime)):
+        raise _fail(here, str(data), "parses as a date", f"quote it to keep it text ({key}: '{data}')")
+    if not isinstance(data, _PLAIN):
+        raise _fail(here, data, f"is a {type(data).__name__}", "text, a number, true/false or null")
+    if isinstance(data, str):
+        interpolation(here, data)
+    return data
+
+
+def interpolation(key: str, value: str) -> str:
+    """Refuse ``${...}`` (OmegaConf interpolation, or a shell variable a config cannot expand)."""
+    match = _INTERPOLATION.search(value)
+    if match:
+        raise _fail(key, value, f"holds {match.group(0)}, which configs do not expand",
+                    "the value itself (write the path or text, not a variable)")
+    return value
