@@ -270,10 +270,14 @@ def _host_pairs(request: PairsRequest, listener: Any) -> PairsResult:
         # where each rank's tools reach its partner: the hostname it reported (real or namespace hosts resolve
         # it); with the local launcher every emulated host is this host
         reach = ["127.0.0.1"] * grid.nodes if base.launcher == "local" else hosts
+        # iperf3's own port between real hosts; emulated hosts share this host's ports with any other command's
+        # run here, so each command takes its own range
+        port = 20000 + os.getpid() % 20000 if base.launcher == "local" else 5201
         net = []
         for number, pairs_ in enumerate(rounds):
             spec = get_probe("netpair").spec({"pairs": [list(p) for p in pairs_], "addresses": reach,
-                                              "iperf_seconds": request.iperf_seconds, "timeout_s": request.timeout},
+                                              "iperf_seconds": request.iperf_seconds, "timeout_s": request.timeout,
+                                              "port": port},
                                              "bench --pairs hosts", base.backend)
             done, _ = _run_one(dataclasses.replace(base, probe=spec), store, run_dir, pins, len(gpus), request, listener)
             net.append(done)
