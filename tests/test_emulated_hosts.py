@@ -3,6 +3,7 @@ GPU test (skipped without a GPU) runs real NCCL ranks sharing one GPU as two emu
 
 import functools
 import json
+import os
 import shutil
 import subprocess
 
@@ -190,7 +191,10 @@ def _gpus() -> int:
     if not shutil.which("nvidia-smi"):
         return 0
     done = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True)
-    return done.stdout.count("GPU ") if done.returncode == 0 else 0
+    listed = done.stdout.count("GPU ") if done.returncode == 0 else 0
+    # nvidia-smi lists every GPU of the host; the ranks see only CUDA_VISIBLE_DEVICES's (one on a two-GPU box)
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    return listed if visible is None else min(listed, len([d for d in visible.split(",") if d.strip()]))
 
 
 NCCL_2X1 = """
@@ -206,7 +210,7 @@ probe:
 """
 
 
-@pytest.mark.skipif(_gpus() != 1, reason="needs exactly one visible GPU (nvidia-smi): 2x1 must share it; "
+@pytest.mark.skipif(_gpus() != 1, reason="needs exactly one visible GPU (nvidia-smi, CUDA_VISIBLE_DEVICES): 2x1 must share it; "
                     "run by benchmarks/emulated_hosts_gpu.sh's box or any one-GPU host")
 def test_two_emulated_hosts_share_one_gpu_with_real_nccl(cli, tmp_path):
     conf = write_conf(tmp_path / "nccl.yaml", NCCL_2X1)
