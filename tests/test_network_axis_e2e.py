@@ -222,7 +222,10 @@ def test_a_shaped_condition_on_one_host_is_refused_before_anything_runs(cli, tmp
     assert done.returncode == 2 and "--network 'rate=1gbps'" in done.stderr and not out.exists()
 
 
-def test_ctrl_c_mid_run_undoes_the_shaping_and_exits_130(cli, ns_cluster, tmp_path):  # noqa: F811
+@pytest.mark.parametrize("via", ["links", "launcher"])
+def test_ctrl_c_mid_run_undoes_the_shaping_and_exits_130(cli, ns_cluster, tmp_path, via):  # noqa: F811
+    """links: this process undoes; launcher: the holds die with their launcher (SIGKILL) and the driver removes what
+    they left on the emulated hosts before it exits."""
     import signal
     import time
 
@@ -230,7 +233,8 @@ def test_ctrl_c_mid_run_undoes_the_shaping_and_exits_130(cli, ns_cluster, tmp_pa
 
     cluster = ns_cluster(2)
     hosts = [cluster.ns(h) for h in cluster.hosts]
-    proc = cli.popen("bench", _conf(tmp_path, cluster), "--grid", "2x1", "-c", "p2p", "-b", "64M", "-e", "64M",
+    where = ["network_options.interface=eth0"] if via == "launcher" else []
+    proc = cli.popen("bench", _conf(tmp_path, cluster), *where, "--grid", "2x1", "-c", "p2p", "-b", "64M", "-e", "64M",
                      "-n", "20", "-w", "0", "--no-check", "--network", "k:rate=200mbit", "--out", str(tmp_path / "c"))
     deadline = time.monotonic() + 120
     while not installed_anywhere(hosts):

@@ -126,9 +126,30 @@ def launcher_shaper(session: Any, interface: str, allow_default_route: bool = Fa
                 record.links += [f"{data['host']}:{lp['link']}" for lp in data["proof"]["links"]]
                 restored = all(lp.get("restored") for lp in data["proof"]["links"])
                 record.restored = restored if record.restored is None else (record.restored and restored)
+            killed = sorted({p.name.split(".")[0] for p in hold_dir.glob("*.ready")}
+                            - {p.name.split(".")[0] for p in proofs})
+            if killed:  # ended before their undo (on Ctrl-C the launcher's processes go by SIGKILL)
+                texts.append(f"## holds ended before their undo: {', '.join(killed)}\n" + _undo_killed(killed))
+                record.restored = False
             record.proof = "\n".join(texts)
 
     return shape
+
+
+def _undo_killed(killed: Sequence[str], wait_s: float = 10.0) -> str:
+    """What killed holds (``<host>-<pid>``) left, removed from here where their links are reachable (an emulated
+    cluster's named namespaces) once they are gone; on real hosts their state files stay there for the next
+    envmatrix command on each."""
+    from envmatrix.network.state import process_start_time, reap_stale
+
+    pids = [int(k.rsplit("-", 1)[1]) for k in killed if k.rsplit("-", 1)[-1].isdigit()]
+    deadline = time.monotonic() + wait_s  # the launcher's kill reaches them a moment after it returned
+    while any(process_start_time(pid) is not None for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    removed = reap_stale()
+    if removed:
+        return "undone by the driver: " + "; ".join(removed)
+    return "not reachable from here: the next envmatrix command on those hosts removes it"
 
 
 def _hold_plan(session: Any, run: Run, hold_dir: Path, interface: str, allow_default_route: bool) -> tuple[Run, Any]:
