@@ -119,3 +119,19 @@ def test_gloo_bisect_of_nccl_only_variables_is_refused_unless_allowed(cli, tmp_p
     allowed = cli.run(*args, "--allow-ignored-vars")
     assert allowed.returncode == 0, allowed.stdout + allowed.stderr  # gloo ignores it: the env passes
     assert "warning: backend gloo ignores NCCL_ALGO" in allowed.stderr
+
+
+@pytest.mark.parametrize("backend", ["auto", "gloo"])
+def test_one_rule_however_the_backend_was_chosen(cli, tmp_path, backend):
+    # issue 39 point 8: backend=auto resolving to gloo on this GPU-less host is gloo, as backend=gloo is
+    text = f"backend: {backend}\ngrids: [1x2]\nsetups:\n  ring: {{NCCL_ALGO: Ring}}\n  tree: {{NCCL_ALGO: Tree}}\n"
+    refused = cli.run("sweep", f"conf={write_conf(tmp_path / 'a.yaml', text)}", "--dry-run")
+    assert refused.returncode == 2 and "reads none of the variables this sweep varies" in refused.stderr, refused.stderr
+    allowed = cli.run("sweep", f"conf={write_conf(tmp_path / 'b.yaml', text + 'allow_ignored_vars: true' + chr(10))}",
+                      "--dry-run")
+    assert allowed.returncode == 0 and "warning: backend gloo ignores NCCL_ALGO" in allowed.stderr, allowed.stderr
+
+
+def test_the_default_config_says_it_runs_on_gloo_anyway(cli):
+    done = cli.run("sweep", "--dry-run")
+    assert done.returncode == 0 and "warning: backend gloo ignores" in done.stderr, done.stderr

@@ -282,14 +282,17 @@ def test_versions_cli_exit_codes_with_real_probes(cli, tmp_path, marks, code, fi
 def test_versions_that_cannot_be_builds_are_refused_up_front(cli, tmp_path):
     # issue 39 point 12: gloo never loads NCCL, and a directory without a libnccl is not a build
     good, bad = tmp_path / "2.27", tmp_path / "2.28"
-    good.mkdir(), bad.mkdir()
+    for build in (good, bad):
+        build.mkdir()
+        (build / "libnccl.so.2").write_bytes(b"")
     gloo = cli.run("bisect", "--grid", "1x1", "--versions", str(good), str(bad), "backend=gloo", "--out", str(tmp_path / "o"))
     assert gloo.returncode == 2, gloo.stdout + gloo.stderr
     (line,) = gloo.stderr.strip().splitlines()
     assert "backend=gloo" in line and "never loads NCCL" in line  # backend=gloo after the paths is an override
-    empty = cli.run("bisect", "--grid", "1x1", "--versions", str(good), str(bad), "backend=gloo", "--probe-cmd", "true",
-                    "--out", str(tmp_path / "o"))
+    (tmp_path / "empty").mkdir()
+    empty = cli.run("bisect", "--grid", "1x1", "--versions", str(good), str(tmp_path / "empty"), "backend=gloo",
+                    "--probe-cmd", "true", "--out", str(tmp_path / "o"))
     assert empty.returncode == 2, empty.stdout + empty.stderr
     (line,) = empty.stderr.strip().splitlines()
-    assert f"--versions {good}" in line and "no libnccl" in line
+    assert f"--versions {tmp_path / 'empty'}" in line and "no libnccl" in line
     assert not (tmp_path / "o").exists()

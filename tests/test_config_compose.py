@@ -145,6 +145,7 @@ DOTTED_OVERRIDES = [
     ("name=other", lambda inp: inp.name == "other"),
     ("description=hello", lambda inp: inp.config["description"] == "hello"),
     ("backend=gloo", lambda inp: inp.backend == "gloo"),
+    ("allow_ignored_vars=false", lambda inp: inp.config["allow_ignored_vars"] is False),
     ("grids=[1x2,2x1]", lambda inp: [g.label for g in inp.grids] == ["1x2", "2x1"]),
     ("launcher=local", lambda inp: inp.launcher == "local"),
     ("setups.new.NCCL_PROTO=Simple", lambda inp: "new" in {s.name for s in inp.setups}),

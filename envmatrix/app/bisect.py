@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Callable, NamedTuple, Optional
 
 from envmatrix import paths as em_paths
-from envmatrix.app.inputs import Prepared, check_probe_runs, named_setup, prepare
+from envmatrix.app.inputs import Prepared, allows_ignored, check_probe_runs, named_setup, prepare
 from envmatrix.app.outputs import RunOutputs, write_run_outputs
 from envmatrix import values
 from envmatrix.errors import EXIT_FAILURES, EXIT_INCONCLUSIVE, EXIT_OK, ConfigError, did_you_mean
@@ -245,7 +245,9 @@ def check_backend(inp: Any, request: BisectRequest, atoms: list, warn: Callable[
         return
     from envmatrix.catalog.backends import check_varied
 
-    warning = check_varied(inp.backend, atoms, "bisect", allow=request.allow_ignored_vars, probe=inp.probe.name)
+    # the config's allow_ignored_vars covers its own setups (--failing); an --env-file's atoms need the flag
+    allow = request.allow_ignored_vars if request.env_file else allows_ignored(inp, request.allow_ignored_vars)
+    warning = check_varied(inp.backend, atoms, "bisect", allow=allow, probe=inp.probe.name)
     if warning:
         warn(warning)
 

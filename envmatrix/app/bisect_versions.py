@@ -39,9 +39,6 @@ def bisect_versions(request: Any, given: Any, events: Any) -> VersionBisectResul
         raise ConfigError("--versions: give at least two paths (a good one first, a bad one last)")
     for v in versions:
         version_atoms(v, request.version_mode)  # validates every path before anything runs
-    if inp.backend == "gloo" and given.probe.name != "command":
-        raise ConfigError(f"--versions: backend=gloo never loads NCCL, so every version would pass alike; allowed: "
-                          "backend=nccl, or --probe-cmd CMD with a command that loads NCCL itself (e.g. all_reduce_perf)")
     missing = [v for v in versions if not os.path.exists(v)]
     if missing and inp.launcher == "local":
         raise ConfigError(f"--versions {missing[0]}: no such file or directory; give NCCL builds that exist here "
@@ -50,6 +47,9 @@ def bisect_versions(request: Any, given: Any, events: Any) -> VersionBisectResul
     if empty:
         raise ConfigError(f"--versions {empty[0]}: no libnccl*.so* in this directory, so it is not a build; allowed: "
                           "a lib directory holding libnccl.so (or a plugin's libnccl-net*.so), or the library file")
+    if inp.backend == "gloo" and given.probe.name != "command":
+        raise ConfigError(f"--versions: backend=gloo never loads NCCL, so every version would pass alike; allowed: "
+                          "backend=nccl, or --probe-cmd CMD with a command that loads NCCL itself (e.g. all_reduce_perf)")
     grid = parse_grid(request.grid, "--grid") if request.grid else inp.grids[0]
     with open_session(inp, run_dir, pins, len(gpus), probe_spec=given.probe, sweep_id=f"bisect-versions-{grid.label}",
                       pool=True) as session:

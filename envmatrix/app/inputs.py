@@ -23,7 +23,7 @@ def search_overrides(overrides: Sequence[str]) -> list[str]:
 
 
 def prepare(overrides: Sequence[str], allow_unknown: bool = False, baseline_run: Optional[str] = None,
-            tolerance: Optional[str] = None, *, search: bool = False) -> Prepared:
+            tolerance: Optional[str] = None, *, search: bool = False, dry_run: bool = False) -> Prepared:
     """The resolved input of ``overrides``; with ``baseline_run`` (a ``--baseline RUN_DIR`` of a command that
     judges slow) its floors join the expectations. ``search``: new ``search.*`` keys are allowed and a config
     without setups gets the empty one (a search samples its setups)."""
@@ -44,7 +44,7 @@ def prepare(overrides: Sequence[str], allow_unknown: bool = False, baseline_run:
             data["setups"] = {"default": {}}  # search needs no setups; resolve() wants one
         cfg = OmegaConf.create(data)
     catalog = load_catalog()
-    inp = resolve(cfg, conf_file, len(gpus), pins, allow_unknown=allow_unknown, catalog=catalog)
+    inp = resolve(cfg, conf_file, len(gpus), pins, allow_unknown=allow_unknown, catalog=catalog, dry_run=dry_run)
     if tolerance is not None and not baseline_run:
         raise ConfigError(f"--tolerance {tolerance}: only with --baseline RUN_DIR; allowed: --baseline RUN_DIR --tolerance 10%")
     if baseline_run:
@@ -53,6 +53,12 @@ def prepare(overrides: Sequence[str], allow_unknown: bool = False, baseline_run:
         floors = load_baseline(baseline_run, "10%" if tolerance is None else tolerance)
         inp = dataclasses.replace(inp, expectations=inp.expectations + floors)
     return Prepared(inp, gpus, pins, catalog)
+
+
+def allows_ignored(inp: SweepInput, flag: bool) -> bool:
+    """The one rule for variables the backend never reads: varying only those is refused (exit 2) unless
+    --allow-ignored-vars or the config's ``allow_ignored_vars: true``; how the backend was chosen does not matter."""
+    return flag or bool(inp.config.get("allow_ignored_vars"))
 
 
 def check_probe_runs(probe_spec: Any, launcher: Any) -> None:

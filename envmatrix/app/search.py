@@ -12,7 +12,7 @@ from typing import Any, Callable, Optional
 
 from envmatrix import paths as em_paths
 from envmatrix import values
-from envmatrix.app.inputs import check_probe_runs, prepare
+from envmatrix.app.inputs import allows_ignored, check_probe_runs, prepare
 from envmatrix.app.outputs import RunOutputs, write_run_outputs
 from envmatrix.errors import ConfigError, require
 
@@ -100,8 +100,8 @@ def search(request: SearchRequest, events: SearchEvents = SearchEvents()) -> Sea
     plan = plan_search(request)
     inp, settings, space, objectives = plan.inp, plan.settings, plan.space, plan.objectives
     # a search over variables the backend never reads would crown noise (issue 22): refused, or one warning line
-    auto = str(inp.config.get("backend", "auto")) == "auto"
-    warning = check_varied(inp.backend, space.vars, "search", allow=request.allow_ignored_vars or auto, probe=inp.probe.name)
+    warning = check_varied(inp.backend, space.vars, "search", allow=allows_ignored(inp, request.allow_ignored_vars),
+                           probe=inp.probe.name)
     if warning:
         events.warn(warning)
     if request.dry_run:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Optional
 
 from envmatrix import paths as em_paths
-from envmatrix.app.inputs import check_probe_runs, prepare
+from envmatrix.app.inputs import allows_ignored, check_probe_runs, prepare
 from envmatrix.app.network_axis import plan_shaping, shaping_session, with_flags, write_condition_tables
 from envmatrix.app.outputs import RunOutputs, write_run_outputs
 from envmatrix.app.report import whole_store
@@ -57,6 +57,7 @@ class SweepPlan:
     runs: list[Run]
     run_dir: str
     launches: list[dict]
+    note: str = ""  # outside a batch allocation: what the placeholders stand for
 
 
 @dataclass(frozen=True)
@@ -83,7 +84,8 @@ def sweep(request: SweepRequest, listener: Optional[Listener] = None,
     from envmatrix.planning.packing import parse_jobs
     from envmatrix.store.sqlite import check_not_corrupt
 
-    inp, gpus, pins, _ = prepare(request.overrides, request.allow_unknown_vars, request.baseline, request.tolerance)
+    inp, gpus, pins, _ = prepare(request.overrides, request.allow_unknown_vars, request.baseline, request.tolerance,
+                                 dry_run=request.dry_run)
     inp = with_flags(inp, request.network)
     try:
         jobs = parse_jobs(request.jobs)
@@ -94,8 +96,8 @@ def sweep(request: SweepRequest, listener: Optional[Listener] = None,
     check_not_corrupt(os.path.join(run_dir, em_paths.STORE_FILE))
     atoms = [a for s in inp.setups for a in s.atoms]
     # backend=auto falling back to gloo on a GPU-less host is not the user's choice: warn, do not refuse.
-    auto = str(inp.config.get("backend", "auto")) == "auto"
-    warning = check_varied(inp.backend, atoms, "sweep", allow=request.allow_ignored_vars or auto, probe=inp.probe.name)
+    warning = check_varied(inp.backend, atoms, "sweep", allow=allows_ignored(inp, request.allow_ignored_vars),
+                           probe=inp.probe.name)
     if warning:
         warn(warning)
     runs = plan_sweep(inp)
@@ -106,7 +108,7 @@ def sweep(request: SweepRequest, listener: Optional[Listener] = None,
 
         host = host_facts(with_topology=False) if inp.hermetic else {}
         launches = dry_run(inp, runs, run_dir, os.environ, inp.probe_environment(os.environ, host), pins, len(gpus))
-        return SweepPlan(inp, runs, run_dir, launches)
+        return SweepPlan(inp, runs, run_dir, launches, inp.make_launcher().allocation_note)
     from envmatrix.reporting import build_matrix, write_reports
     from envmatrix.reporting.html import preload_renderer
 

@@ -101,6 +101,8 @@ def print_dry_run(console, plan, as_json: bool) -> None:
                           "conf_file": str(inp.conf_file), "out": plan.run_dir, "runs": plan.launches}, indent=1))
     else:
         print_plan(console, inp, plan.runs, plan.launches)
+    if plan.note:
+        print(f"envmatrix: {plan.note}", file=sys.stderr)
 
 
 def print_sweep(console, done) -> None:

@@ -181,7 +181,9 @@ def resolve(
     pins: Mapping[str, str],
     allow_unknown: bool = False,
     catalog: Any = None,
+    dry_run: bool = False,
 ) -> SweepInput:
+    """``dry_run``: a batch launcher outside its allocation gets placeholder nodes instead of a refusal."""
     from omegaconf import OmegaConf
 
     from envmatrix.catalog import load_catalog
@@ -196,10 +198,13 @@ def resolve(
     check_emulate_hosts_launcher(data)
     check_host_namespaces(data)
     launcher_opts = dict((data.get("launcher_opts") or {}).get(str(data["launcher"])) or {})
-    launcher = configure_launcher(str(data["launcher"]), launcher_opts, tuple(data.get("hosts") or ()))
+    explicit = None if data["grids"] in ("auto", None) else parse_grids(data["grids"])
+    placeholders = max((g.nodes for g in explicit or ()), default=2) if dry_run else 0
+    launcher = configure_launcher(str(data["launcher"]), launcher_opts, tuple(data.get("hosts") or ()),
+                                  placeholder_nodes=placeholders)
     backend = resolve_backend(str(data["backend"]), gpus, ranks_elsewhere(launcher))
     grids = (auto_grids(gpus if backend == "nccl" else 0, hosts=len(launcher.node_hosts(os.environ)))
-             if data["grids"] in ("auto", None) else parse_grids(data["grids"]))
+             if explicit is None else explicit)
     check_grids_fit(grids, backend, gpus, int(data["max_local_ranks"]), launcher)
     launcher.check_allocation(grids, backend, os.environ)
     catalog = catalog or load_catalog()

@@ -36,6 +36,9 @@ SEARCH_DEFAULTS: dict[str, Any] = {
 class SweepSchema:
     name: Optional[str] = None
     backend: str = "auto"  # auto | nccl | gloo
+    # varying only variables the backend never reads (NCCL_* on gloo) runs with a warning instead of exit 2, however
+    # the backend was chosen (auto resolving to gloo is gloo); the command line's --allow-ignored-vars says the same
+    allow_ignored_vars: bool = False
     grids: Any = "auto"  # "auto" or a list of NxP
     launcher: str = "local"
     setups: Dict[str, Any] = field(default_factory=dict)

@@ -19,6 +19,7 @@ def configure_launcher(
     grids: Sequence[Any] = (),
     backend: str = "gloo",
     environ: Optional[Mapping[str, str]] = None,
+    placeholder_nodes: int = 0,
 ) -> Launcher:
     """The launcher ``name`` with its options (config ``launcher_opts.<name>``) and hosts, checked at plan time.
 
@@ -47,9 +48,20 @@ def configure_launcher(
     env = os.environ if environ is None else environ
     alloc = detect(env, read_text)
     if alloc is None and cls.needs_allocation(dict(options or {}), tuple(hosts)):
-        # Checked once here: otherwise every run launches and fails alone with the launcher's own message.
-        raise ConfigError(f"launcher={name}: no allocation: run inside {cls.scheduler_hint}; {cls.scheduler_var} is not set")
+        if placeholder_nodes:
+            # A dry run checks a submission before there is an allocation: placeholders stand for its values.
+            from envmatrix.launchers.allocation import Allocation
+
+            alloc = Allocation(str(cls.scheduler), f"<{cls.scheduler_var}>",
+                               tuple(f"<node{i}>" for i in range(1, placeholder_nodes + 1)))
+        else:
+            # Checked once here: otherwise every run launches and fails alone with the launcher's own message.
+            raise ConfigError(f"launcher={name}: no allocation: run inside {cls.scheduler_hint}; "
+                              f"{cls.scheduler_var} is not set")
     launcher = cls(options=dict(options or {}), hosts=tuple(hosts), allocation=alloc)
+    if alloc is not None and alloc.job_id.startswith("<"):
+        launcher.allocation_note = (f"dry run outside an allocation: {alloc.job_id} and the nodes "
+                                    f"{', '.join(alloc.nodes)} are placeholders for the allocation's values")
     launcher.check_allocation(grids, backend, env)
     return launcher
 

@@ -95,6 +95,8 @@ class Launcher(abc.ABC):
     # True: ranks may share this host's GPUs as emulated hosts (local launcher, --emulate-hosts): grids larger
     # than the GPUs are placed round-robin (planning.placement) instead of refused.
     emulates_hosts: bool = False
+    # A dry run outside the batch allocation the launcher needs: what its placeholders stand for ("" otherwise).
+    allocation_note: str = ""
     # True: each emulated host wants a network namespace of its own on a bridge (root only); the engine makes them
     # for the session (envmatrix.cluster) and hands them over as LaunchContext.host_seats.
     host_namespaces: bool = False
