@@ -10,6 +10,7 @@ from typing import Any, Dict, List, Optional
 # search.trials). It lives here, under both, because config composes before any search runs.
 SEARCH_DEFAULTS: dict[str, Any] = {
     "trials": 20,
+    "budget_s": None,  # wall-clock seconds for the study's trials (None: no limit); confirmation comes after
     "sampler": "structured",  # measured: benchmarks/search_landscapes.md
     "seed": None,  # None: the config's top-level seed
     "storage": None,  # None: sqlite:///<run dir>/study.sqlite

@@ -64,6 +64,7 @@ class SearchSettings:
     confirm_repeats: int = 3
     confirm_max_repeats: int = 6
     allow_shared_gpu_figures: bool = False  # objectives may read the busbw of ranks that shared a GPU
+    budget_s: Optional[float] = None  # wall clock for this worker's trials; None: only ``trials`` bounds them
 
 
 def parse_settings(search: Mapping[str, Any], where: str, default_name: str, default_seed: int) -> SearchSettings:
@@ -102,6 +103,7 @@ def parse_settings(search: Mapping[str, Any], where: str, default_name: str, def
         confirm_repeats=number("confirm_repeats", int, 1),
         confirm_max_repeats=max(number("confirm_max_repeats", int, 1), number("confirm_repeats", int, 1)),
         allow_shared_gpu_figures=s["allow_shared_gpu_figures"],
+        budget_s=None if s["budget_s"] is None else number("budget_s", float, 0, inclusive=False),
     )
 
 
@@ -117,9 +119,21 @@ def make_sampler(name: str, seed: int, space_size: int = 100, space: Optional[Se
 def _structured(seed: int, space_size: int, space: Optional[SearchSpace]) -> Any:
     if space is None:
         raise ValueError("make_sampler('structured') needs the SearchSpace")
+    from envmatrix.search.scale import SCALE_FROM
+
+    if space.size >= SCALE_FROM:  # tens of thousands of configs: explore, then climb from several basins
+        return _scale(seed, space_size, space)
     from envmatrix.search.structured import make_structured_sampler
 
     return make_structured_sampler(space.space.values, space.vars, space.is_forbidden, seed)
+
+
+def _scale(seed: int, space_size: int, space: Optional[SearchSpace]) -> Any:
+    if space is None:
+        raise ValueError("make_sampler('scale') needs the SearchSpace")
+    from envmatrix.search.scale import make_scale_sampler
+
+    return make_scale_sampler(space.space.values, space.vars, space.is_forbidden, seed)
 
 
 def _tpe(seed: int, space_size: int, space: Optional[SearchSpace]) -> Any:
@@ -159,7 +173,7 @@ def _ask_tell_brute_force(seed: int) -> Any:
 
 
 _SAMPLERS: Registry[Callable[[int, int, Optional[SearchSpace]], Any]] = Registry("sampler")
-for _name, _factory in (("structured", _structured), ("tpe", _tpe), ("gp", _gp), ("random", _random),
+for _name, _factory in (("structured", _structured), ("scale", _scale), ("tpe", _tpe), ("gp", _gp), ("random", _random),
                         ("bruteforce", lambda seed, space_size, space: _ask_tell_brute_force(seed))):
     _SAMPLERS.add(_name, _factory)
 SAMPLERS = _SAMPLERS.names()
@@ -368,7 +382,8 @@ def run_search(
     listener: Optional[Listener] = None,
     min_for_abort: int = 3,
 ) -> LoopStats:
-    """Ask/tell until the study holds ``settings.trials`` trials, the space is exhausted, or failures pass the limit."""
+    """Ask/tell until the study holds ``settings.trials`` trials, ``settings.budget_s`` is spent (checked before
+    each ask: a trial under way finishes), the space is exhausted, or failures pass the limit."""
     from optuna.trial import TrialState
 
     worker = worker or Worker.me()
@@ -376,7 +391,11 @@ def run_search(
     stats = LoopStats(recovered=recover_stale(study, settings.heartbeat_grace_s, worker.host))
     allowed = len(space.allowed_rows())
     streak = 0
+    started = time.monotonic()
     while True:
+        if settings.budget_s is not None and time.monotonic() - started >= settings.budget_s:
+            stats.stop_reason = f"search.budget_s={settings.budget_s:g} spent after {stats.told} trials"
+            break
         trials = study.get_trials(deepcopy=False)
         in_budget = [t for t in trials if counts_toward_budget(t)]
         if len(in_budget) >= settings.trials:

@@ -113,9 +113,35 @@ def build_report(study: Any, top_k: int = 10, storage_hint: str = "") -> SearchR
                  _params(t, names)] for t in fails]
         rep.tables.append((f"failed trials ({len(fails)}; {sum(t.user_attrs.get('failure_class') == WORKER_LOST for t in fails)} lost workers)",
                            (["trial", "class", "root cause", "params"], rows)))
+        regions = failing_regions(space, trials)
+        if regions:
+            rep.tables.append(("failing regions (learned from the failed trials; the scale plan proposes nothing in them)",
+                               (["region", "failed trials in it"], regions)))
     if storage_hint:
         rep.notes.append(f"dashboard: optuna-dashboard {storage_hint}")
     return rep
+
+
+def failing_regions(space: Any, trials: Any) -> list[list[str]]:
+    """The regions :func:`envmatrix.search.scale.learn_failures` draws from the study's verdicts (lost workers
+    are no verdict on a config), each with the failed trials it holds."""
+    from optuna.trial import TrialState
+
+    from envmatrix.search.scale import learn_failures
+    from envmatrix.search.structured import Layout
+
+    ok, failed = [], []
+    for t in trials:
+        row = space.row_of(t.params)
+        if row is None:
+            continue
+        if t.state == TrialState.COMPLETE:
+            ok.append(row)
+        elif t.state == TrialState.FAIL and t.user_attrs.get("failure_class") != WORKER_LOST:
+            failed.append(row)
+    model = learn_failures(Layout.of(space.space.values), ok, failed)
+    names = model.describe(space.vars, space.space.values)
+    return [[name, str(sum(model.holds(r, rule) for r in set(failed)))] for name, rule in zip(names, model.rules)]
 
 
 def baseline_table(base: dict, best: Any, objectives: Any, grids: list[str], kept_default: bool = False) -> Table:

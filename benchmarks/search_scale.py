@@ -1,0 +1,258 @@
+#!/usr/bin/env python3
+"""Issue 37's landscapes: 8 knobs, ~52k configs, failing regions, a broad optimum at 0.90 and a narrow basin.
+
+Every search runs through envmatrix's own space, samplers and ask/tell loop (``run_search``) against an
+in-process objective: a noise-free landscape (``true``) measured with +-3% uniform multiplicative noise; a
+failing row returns a failed trial (failure_class ``nccl_refused``), as a refused NCCL init does. After
+``--trials`` trials the export is what `envmatrix search` exports: the top 3 trials and the default env
+re-measured in 3 interleaved rounds (envmatrix.search.confirm, not counted in the budget), the confirmed
+winner, or the default when nothing beats it. Score = true(exported) / max(true).
+
+Families (each seed draws a new landscape of that family):
+  scale8   8 knobs (ALGO, PROTO, MIN_NCHANNELS, BUFFSIZE, NTHREADS, SOCKET_NTHREADS, NSOCKS_PERTHREAD,
+           P2P_NET_CHUNKSIZE; 51,840 configs). Broad component: pairwise-coupled bumps (the best protocol's
+           base depends on the algorithm, knob peaks on a choice, the sockets on their product), scaled so its
+           best is 0.90 of the optimum. Narrow basin: three random knobs at values where the broad component
+           is poor (never unset); each knob off its basin value multiplies the basin by 0.7 (one step) or 0.45 (further), so
+           from the broad optimum changing one or two of the three knobs is downhill and only all three reach
+           1.0. Failing (~16%): SOCKET_NTHREADS x NSOCKS_PERTHREAD > 64 (NCCL's socket limit),
+           NCCL_PROTO=LL128 with NCCL_NTHREADS=128, BUFFSIZE=16M with 32 channels.
+  heldout8 written before the scale strategy was tuned, run once at the end: 9 variables (adds
+           NCCL_CROSS_NIC), ~62k configs; broad optimum 0.90 from a channels x threads ridge whose position
+           depends on the protocol; the narrow basin mixes a choice variable and two knobs (0.75 / 0.5 per
+           knob off); failing: sockets > 64, ALGO=Tree with PROTO=LL, NTHREADS=512 with >= 16 channels.
+
+  python benchmarks/search_scale.py --first-seed 100 --seeds 20 --samplers descent,structured,tpe,tpe-group,random
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+from search_landscapes import bump, default_row  # noqa: E402
+
+from envmatrix.search.confirm import DEFAULT, confirm  # noqa: E402
+from envmatrix.search.objective import EvalOutcome, parse_objectives  # noqa: E402
+from envmatrix.search.space import SearchSpace, parse_search_space  # noqa: E402
+from envmatrix.search.study import SearchSettings, make_sampler, run_search  # noqa: E402
+
+NOISE = 0.03
+K, M = 1024, 1048576
+SOCK = [None, 1, 2, 4, 8, 16]
+SPACES = {
+    "scale8": {"NCCL_ALGO": [None, "Ring", "Tree"], "NCCL_PROTO": [None, "LL128", "Simple"],
+               "NCCL_MIN_NCHANNELS": [None, 2, 8, 16, 32], "NCCL_BUFFSIZE": [None, M, 4 * M, 16 * M],
+               "NCCL_NTHREADS": [None, 128, 256, 512], "NCCL_SOCKET_NTHREADS": SOCK, "NCCL_NSOCKS_PERTHREAD": SOCK,
+               "NCCL_P2P_NET_CHUNKSIZE": [None, 512 * K]},
+    "heldout8": {"NCCL_ALGO": [None, "Ring", "Tree"], "NCCL_PROTO": [None, "LL", "Simple"], "NCCL_CROSS_NIC": [None, 1],
+                 "NCCL_MIN_NCHANNELS": [None, 4, 8, 16, 32], "NCCL_BUFFSIZE": [None, 2 * M, 8 * M],
+                 "NCCL_NTHREADS": [None, 128, 256, 512], "NCCL_SOCKET_NTHREADS": SOCK, "NCCL_NSOCKS_PERTHREAD": SOCK,
+                 "NCCL_P2P_NET_CHUNKSIZE": [None, 128 * K]},
+}
+# NCCL's own value for an unset variable, where it is one of the listed values (its position on the axis)
+NCCL_DEFAULTS = {"NCCL_SOCKET_NTHREADS": "1", "NCCL_NSOCKS_PERTHREAD": "1", "NCCL_NTHREADS": "512",
+                 "NCCL_BUFFSIZE": str(4 * M), "NCCL_P2P_NET_CHUNKSIZE": str(128 * K)}
+
+
+def make_space(name: str) -> SearchSpace:
+    from envmatrix.catalog import load_catalog
+
+    return parse_search_space({"space": SPACES[name]}, load_catalog(), {}, f"landscape {name}: search")
+
+
+def axis(space: SearchSpace, var: str) -> Callable[[int], float]:
+    """Value index -> position in [0, 1] along the sorted numeric values; unset -> NCCL's default or mid-range."""
+    vals = space.choices(var)
+    if not all(v is None or v.replace(".", "").isdigit() for v in vals) or len(vals) < 3:
+        return lambda i: float(i)
+    nums = sorted({float(v) for v in vals if v is not None})
+    if len(nums) < 2:
+        return lambda i: float(i)
+    rank = {n: r / (len(nums) - 1) for r, n in enumerate(nums)}
+    dflt = NCCL_DEFAULTS.get(var)
+    unset = rank.get(float(dflt), 0.5) if dflt is not None and float(dflt) in rank else 0.5
+    return lambda i: unset if vals[i] is None else rank[float(vals[i])]
+
+
+def sockets(space: SearchSpace, row: tuple) -> int:
+    get = {v: space.choices(v)[row[k]] for k, v in enumerate(space.vars)}
+    return int(get["NCCL_SOCKET_NTHREADS"] or 1) * int(get["NCCL_NSOCKS_PERTHREAD"] or 1)
+
+
+def _narrow(space: SearchSpace, rng: random.Random, broad: dict, pool: list[int], near: float, far: float) -> dict:
+    """A basin at three variables of ``pool``, each at a value where the broad optimum is not, x(near|far) per knob off."""
+    top = max(broad, key=broad.get)
+
+    def set_values(k: int) -> list[int]:  # never unset: the default env must not sit in the basin already
+        return [v for v, x in enumerate(space.choices(space.vars[k])) if x is not None]
+
+    trio = rng.sample([k for k in pool if any(v != top[k] for v in set_values(k))], 3)
+    target = {k: rng.choice([v for v in set_values(k) if abs(v - top[k]) >= 2] or [v for v in set_values(k) if v != top[k]])
+              for k in trio}
+    others_best: dict[tuple, float] = {}
+    for r, v in broad.items():  # the best broad value per setting of the non-trio variables (its shape outside the trio)
+        key = tuple(x for k, x in enumerate(r) if k not in trio)
+        others_best[key] = max(v, others_best.get(key, 0.0))
+    peak = max(others_best.values())
+    out = {}
+    for r in broad:
+        f = 1.0
+        for k in trio:
+            d = abs(r[k] - target[k])
+            f *= 1.0 if d == 0 else near if d == 1 else far
+        out[r] = f * others_best[tuple(x for k, x in enumerate(r) if k not in trio)] / peak
+    return out
+
+
+def family_table(family: str, seed: int) -> tuple[SearchSpace, dict[tuple, Optional[float]]]:
+    """row -> true busbw (optimum 1.0), None where NCCL refuses the config."""
+    rng = random.Random(f"{family}-{seed}")
+    space = make_space(family)
+    names = list(space.vars)
+    pos = [axis(space, v) for v in names]
+    val = lambda r, v: space.choices(v)[r[names.index(v)]]  # noqa: E731
+    rows = space.allowed_rows()
+    broad: dict[tuple, float] = {}
+    if family == "scale8":
+        a, p = names.index("NCCL_ALGO"), names.index("NCCL_PROTO")
+        knobs = [k for k in range(len(names)) if k not in (a, p)]
+        base = {(x, y): rng.uniform(0.55, 1.0) for x in range(3) for y in range(3)}
+        peaks = {(k, c): rng.random() for k in knobs for c in range(3)}
+        widths = {k: rng.uniform(0.3, 0.6) for k in knobs}
+        floors = {k: rng.uniform(0.45, 0.75) for k in knobs}
+        s_peak = rng.uniform(0.4, 0.8)
+        for r in rows:
+            v = base[(r[a], r[p])]
+            for j, k in enumerate(knobs):
+                if names[k] in ("NCCL_SOCKET_NTHREADS", "NCCL_NSOCKS_PERTHREAD"):
+                    continue
+                v *= bump(pos[k](r[k]), peaks[(k, r[(a, p)[j % 2]])], widths[k], floors[k])
+            v *= bump(math.log2(sockets(space, r)) / 6, s_peak, 0.35, 0.5)  # sockets: their product counts
+            broad[r] = v
+        narrow = _narrow(space, rng, broad, knobs, 0.7, 0.45)
+
+        def fails(r: tuple) -> bool:
+            return (sockets(space, r) > 64 or (val(r, "NCCL_PROTO") == "LL128" and val(r, "NCCL_NTHREADS") == "128")
+                    or (val(r, "NCCL_BUFFSIZE") == str(16 * M) and val(r, "NCCL_MIN_NCHANNELS") == "32"))
+    elif family == "heldout8":
+        a, p, x = names.index("NCCL_ALGO"), names.index("NCCL_PROTO"), names.index("NCCL_CROSS_NIC")
+        c, t, b = names.index("NCCL_MIN_NCHANNELS"), names.index("NCCL_NTHREADS"), names.index("NCCL_BUFFSIZE")
+        ch = names.index("NCCL_P2P_NET_CHUNKSIZE")
+        base = {(i, j, n): rng.uniform(0.5, 1.0) for i in range(3) for j in range(3) for n in range(2)}
+        ridge = {j: rng.uniform(0.5, 1.5) for j in range(3)}
+        bpeak = {i: rng.random() for i in range(3)}
+        s_peak, cpen = rng.uniform(0.3, 0.9), rng.uniform(0.8, 1.0)
+        for r in rows:
+            v = base[(r[a], r[p], r[x])] * bump(pos[c](r[c]) + pos[t](r[t]), ridge[r[p]], 0.4, 0.4)
+            v *= bump(pos[b](r[b]), bpeak[r[a]], 0.5, 0.6) * (cpen if r[ch] else 1.0)
+            v *= bump(math.log2(sockets(space, r)) / 6, s_peak, 0.3, 0.45)
+            broad[r] = v
+        narrow = _narrow(space, rng, broad, [p, c, b, t, ch, names.index("NCCL_SOCKET_NTHREADS")], 0.75, 0.5)
+
+        def fails(r: tuple) -> bool:
+            return (sockets(space, r) > 64 or (val(r, "NCCL_ALGO") == "Tree" and val(r, "NCCL_PROTO") == "LL")
+                    or (val(r, "NCCL_NTHREADS") == "512" and val(r, "NCCL_MIN_NCHANNELS") in ("16", "32")))
+    else:
+        raise SystemExit(f"unknown family {family!r}")
+    top = max(broad.values())
+    table: dict[tuple, Optional[float]] = {r: None if fails(r) else max(0.9 * broad[r] / top, narrow[r]) for r in rows}
+    best = max(v for v in table.values() if v is not None)
+    return space, {r: None if v is None else v / best for r, v in table.items()}
+
+
+def bench_sampler(name: str, seed: int, space: SearchSpace, size: int) -> Any:
+    """envmatrix's samplers by name, plus two baselines: ``descent`` (the structured descent alone, the default
+    before issue 37) and ``tpe-group`` (Optuna's TPE with multivariate, group and constant_liar)."""
+    import optuna
+
+    if name == "descent":
+        from envmatrix.search.structured import make_structured_sampler
+
+        return make_structured_sampler(space.space.values, space.vars, space.is_forbidden, seed)
+    if name == "tpe-group":
+        return optuna.samplers.TPESampler(seed=seed, n_startup_trials=10, multivariate=True, group=True, constant_liar=True)
+    return make_sampler(name, seed, size, space)
+
+
+def run_one(space: SearchSpace, table: dict, sampler: str, seed: int, trials: int) -> dict[str, Any]:
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    noise = random.Random(seed * 7919 + 1)
+    order: list[tuple] = []
+    measured: list[Optional[float]] = []
+
+    def measure_row(row: tuple) -> float:
+        return table[row] * (1 + noise.uniform(-NOISE, NOISE))
+
+    def lookup(number: int, setup: Any) -> EvalOutcome:
+        row = space.row_of({v: setup.assignments().get(v) for v in space.vars})
+        order.append(row)
+        if table[row] is None:
+            measured.append(None)
+            return EvalOutcome(None, "nccl_refused", "NCCL WARN refused the config")
+        measured.append(measure_row(row))
+        return EvalOutcome([measured[-1]])
+
+    t0 = time.time()
+    study = optuna.create_study(directions=["maximize"], sampler=bench_sampler(sampler, seed, space, len(table)))
+    settings = SearchSettings(trials=trials, sampler=sampler, seed=seed, storage=None, study_name="bench", max_failure_rate=1.0,
+                              heartbeat_interval_s=3600, heartbeat_grace_s=1e9, top_k=3, baseline=False, max_forbidden_streak=10_000)
+    run_search(study, space, objectives=parse_objectives(None, "bench", ["1x1"]), evaluate=lookup, settings=settings)
+    wall = time.time() - t0
+    seen: dict[tuple, float] = {}
+    for row, v in zip(order, measured):
+        if v is not None:
+            seen[row] = max(v, seen.get(row, -math.inf))
+    top = sorted(seen, key=lambda r: -seen[r])[:3]
+    base = default_row(space, table)
+    labels = list(range(len(top))) + [DEFAULT]
+    c = confirm(labels, lambda r, lab: measure_row(base if lab == DEFAULT else top[lab]), repeats=3, max_repeats=3)
+    row = base if c.decision.winner == DEFAULT else top[c.decision.winner]
+    return {"score": table[row], "vs_default": table[row] / table[base], "failed": sum(v is None for v in measured),
+            "probed": len(order), "wall": wall, "exported_fails": table[row] is None}
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--families", default="scale8")
+    ap.add_argument("--samplers", default="structured,tpe,scale")
+    ap.add_argument("--seeds", type=int, default=10)
+    ap.add_argument("--first-seed", type=int, default=0, help="seeds first-seed .. first-seed+seeds-1")
+    ap.add_argument("--trials", type=int, default=150)
+    ap.add_argument("--out", type=Path)
+    args = ap.parse_args(argv)
+    lines = ["| family | configs | failing | sampler | median exported/optimum | worst seed | seeds >= 0.95 | worst exported/default "
+             "| failed trials (median) | exported a failing env | wall s/run (median) |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for family in args.families.split(","):
+        seeds = range(args.first_seed, args.first_seed + args.seeds)
+        tables = [family_table(family, seed) for seed in seeds]
+        for sampler in args.samplers.split(","):
+            runs = [run_one(space, table, sampler, seed, args.trials) for seed, (space, table) in zip(seeds, tables)]
+            scores = [r["score"] for r in runs]
+            size = len(tables[0][1])
+            failing = sum(v is None for v in tables[0][1].values()) / size
+            lines.append(f"| {family} | {size} | {failing:.0%} | {sampler} | {statistics.median(scores):.3f} | {min(scores):.3f} | "
+                         f"{sum(s >= 0.95 for s in scores)}/{len(scores)} | {min(r['vs_default'] for r in runs):.2f} | "
+                         f"{statistics.median(r['failed'] for r in runs):.0f} | {sum(r['exported_fails'] for r in runs)} | "
+                         f"{statistics.median(r['wall'] for r in runs):.1f} |")
+            print(lines[-1], "scores:", " ".join(f"{s:.3f}" for s in scores), flush=True)
+    text = "\n".join(lines) + "\n"
+    if args.out:
+        args.out.write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

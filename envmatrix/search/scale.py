@@ -1,0 +1,304 @@
+"""The ``scale`` plan: large spaces with failing regions and basins the descent does not see (issue 37).
+
+On a space of tens of thousands of configs the structured descent settles on
+the first broad basin it climbs; a narrow better basin that needs three knobs
+changed at once is never reached from there (every one- and two-knob step is
+downhill). This plan spends its trials as:
+
+1. NCCL's default (every variable unset), then a space-filling exploration
+   (:data:`EXPLORE` rows, each the farthest of a few random allowed rows from
+   everything measured), so every basin with some width gets a sample;
+2. multi-start descent (:func:`starts`): a first-improvement climb (one knob
+   a step, a choice to any other value) from the best explored row, then from
+   the explored rows alternately by value and by how much they beat an additive
+   model of the explored rows, skipping any within :data:`NEW_BASIN` of an
+   optimum already found. A later climb first tries the best optimum's value
+   of each variable where it differs (knobs the basin does not depend on are
+   best where the other basin has them), then one-knob steps: a basin's skirt
+   climbs to its peak even where that peak is three knobs from the broad one;
+3. two knobs at once around the best row (ridges), then random allowed rows.
+
+Failures are information (:func:`learn_failures`): a failed row marks the
+region of each of its variable pairs, exactly and "this value or more" for
+ordered knobs (NCCL refuses too many sockets, threads, channels x buffers);
+a region that holds two failures, no success and at most :data:`MAX_REGION`
+of the space is never proposed again (regions taken greedily, the one that
+explains most unexplained failures first).
+The plan is a pure function of the measured rows in trial order, so resuming
+and several workers keep working, as in :mod:`envmatrix.search.structured`.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
+
+from envmatrix.search.structured import Layout, Row, Score, _with
+
+# ``structured`` hands spaces of this many configs to this plan: the 120- to 2,016-config landscapes keep the
+# descent that exports their optimum (benchmarks/search_landscapes.md); 20k+ need exploration first
+SCALE_FROM = 10_000
+EXPLORE = 60  # rows of step 1, the default included (40 / 60 / 80 / 100 measured: benchmarks/search_scale.md)
+NEW_BASIN = 3.0  # a start this far (Layout.distance) from every found optimum opens a new climb
+MERGE = 2.0  # a climb this close to a better found optimum stops (it is in that optimum's basin)
+CANDIDATES = 48  # random rows per exploration proposal
+MIN_SUPPORT = 2  # failures a region needs (with no success) before it is avoided
+# the largest share of the space a learned region may cover: early on, two failures and no success fit
+# "channels set at all" too; a real limit (sockets > 64, a protocol x thread count) is a corner of the space
+MAX_REGION = 0.15
+
+
+@dataclass(frozen=True)
+class FailureModel:
+    """Learned failing regions: (var i, value, var j, value, monotone) with i <= j."""
+
+    rules: tuple[tuple[int, int, int, int, bool], ...]
+    cover: tuple[tuple[tuple[bool, ...], ...], ...]  # cover[k][v][c]: value v is at or above value c of knob k
+
+    def predicts(self, row: Row) -> bool:
+        return any(self.holds(row, rule) for rule in self.rules)
+
+    def holds(self, row: Row, rule: tuple[int, int, int, int, bool]) -> bool:
+        i, ci, j, cj, mono = rule
+        if mono:
+            return self.cover[i][row[i]][ci] and self.cover[j][row[j]][cj]
+        return row[i] == ci and row[j] == cj
+
+    def describe(self, names: Sequence[str], values: Sequence[Sequence[Optional[str]]]) -> list[str]:
+        out = []
+        for i, ci, j, cj, mono in self.rules:
+            op = ">=" if mono else "="
+            terms = [f"{names[i]}{op if mono and values[i][ci] is not None else '='}{values[i][ci] or 'unset'}"]
+            if j != i:
+                terms.append(f"{names[j]}{op if mono and values[j][cj] is not None else '='}{values[j][cj] or 'unset'}")
+            out.append(" and ".join(terms))
+        return out
+
+
+def _cover(layout: Layout) -> tuple[tuple[tuple[bool, ...], ...], ...]:
+    out = []
+    for k, n in enumerate(layout.sizes):
+        rank = {v: p for p, v in enumerate(layout.order[k])} if layout.ordered[k] else {}
+        out.append(tuple(tuple(v == c or (v in rank and c in rank and rank[v] >= rank[c]) for c in range(n)) for v in range(n)))
+    return tuple(out)
+
+
+def learn_failures(layout: Layout, ok: Iterable[Row], failed: Iterable[Row]) -> FailureModel:
+    """Regions (one variable or a pair; exact, or at-or-above for knobs) with MIN_SUPPORT failures, no success
+    and at most MAX_REGION of the space, taken greedily: the region explaining most failures not yet explained
+    first, so a failure explained by a real limit does not also support chance regions around it."""
+    cover = _cover(layout)
+    ok, failed = list(ok), sorted(set(failed))
+    if len(failed) < MIN_SUPPORT:
+        return FailureModel((), cover)
+    n = len(layout.sizes)
+    candidates: list[tuple[tuple, frozenset[int], float]] = []
+    for i in range(n):
+        for j in range(i, n):
+            cells_ok = _count(ok, i, j)
+            kinds = (False, True) if (layout.ordered[i] or layout.ordered[j]) else (False,)
+            for ci, cj in sorted({(f[i], f[j]) for f in failed}):
+                for mono in kinds:
+                    rule = (i, ci, j, cj, mono)
+                    probe = FailureModel((rule,), cover)
+                    share = _share(layout, cover, rule)
+                    if share > MAX_REGION or any(probe.holds(cell, rule) for cell in _cells(cells_ok, i, j, n)):
+                        continue
+                    hits = frozenset(k for k, f in enumerate(failed) if probe.holds(f, rule))
+                    if len(hits) >= MIN_SUPPORT:
+                        candidates.append((rule, hits, share))
+    rules, explained = [], set()
+    while candidates:
+        rule, hits, _ = max(candidates, key=lambda c: (len(c[1] - explained), -c[2], c[0]))
+        if len(hits - explained) < MIN_SUPPORT:
+            break
+        rules.append(rule)
+        explained |= hits
+        candidates = [c for c in candidates if c[0] != rule]
+    return FailureModel(tuple(rules), cover)
+
+
+def _share(layout: Layout, cover: Any, rule: tuple) -> float:
+    """The share of the space a rule's region covers."""
+    i, ci, j, cj, mono = rule
+    def part(k: int, c: int) -> float:
+        return (sum(cover[k][v][c] for v in range(layout.sizes[k])) if mono else 1) / layout.sizes[k]
+    return part(i, ci) * (part(j, cj) if j != i else 1.0)
+
+
+def _cells(counts: dict, i: int, j: int, n: int) -> Iterable[Row]:
+    """Sparse rows holding just the (i, j) values of counted cells (enough for a rule on i and j)."""
+    for vi, vj in counts:
+        row = [0] * n
+        row[i], row[j] = vi, vj
+        yield tuple(row)
+
+
+def _count(rows: list[Row], i: int, j: int) -> dict[tuple[int, int], int]:
+    out: dict[tuple[int, int], int] = {}
+    for r in rows:
+        out[(r[i], r[j])] = out.get((r[i], r[j]), 0) + 1
+    return out
+
+
+def neighbours(layout: Layout, cur: Row, rng: random.Random) -> list[Row]:
+    """One-knob steps and every other value of a choice, in a seeded order (first improvement takes the first better)."""
+    out = []
+    for k in range(len(cur)):
+        steps = layout.knob_steps(cur, k) if layout.ordered[k] else [v for v in range(layout.sizes[k]) if v != cur[k]]
+        out.extend(_with(cur, k, v) for v in steps)
+    rng.shuffle(out)
+    return out
+
+
+def pair_steps(layout: Layout, cur: Row) -> Iterable[Row]:
+    knobs = layout.knob_vars
+    for i, k in enumerate(knobs):
+        for j in knobs[i + 1:]:
+            for v in layout.knob_steps(cur, k):
+                for w in layout.knob_steps(cur, j):
+                    yield _with(_with(cur, k, v), j, w)
+
+
+def starts(rows: list[Row], good: Mapping[Row, float]) -> list[Row]:
+    """Climb starts, alternating the best explored rows and those that beat an additive model of the explored
+    rows most (per variable value, in log busbw): a basin that needs several knobs together shows as a row
+    better than its values explain, even where other knobs still hold it below the broad basin's rows."""
+    import math
+
+    if not rows:
+        return []
+    logs = {r: math.log(max(good[r], 1e-12)) for r in rows}
+    mean = sum(logs.values()) / len(logs)
+    effect: dict[tuple[int, int], list[float]] = {}
+    for r, y in logs.items():
+        for k, v in enumerate(r):
+            effect.setdefault((k, v), []).append(y - mean)
+    shrink = {kv: sum(e) / (len(e) + 1) for kv, e in effect.items()}  # one pseudo-row at the mean: few rows, small effect
+
+    def residual(r: Row) -> float:
+        return logs[r] - mean - sum(shrink[(k, v)] for k, v in enumerate(r))
+
+    by_value = sorted(rows, key=lambda r: -good[r])
+    by_residual = sorted(rows, key=lambda r: -residual(r))
+    out: list[Row] = []
+    for pair in zip(by_value, by_residual):  # alternate: the broad basin's climb must not starve either
+        out.extend(r for r in pair if r not in out)
+    return out
+
+
+def next_row(layout: Layout, measured: Mapping[Row, Score], pending: Iterable[Row] = (),
+             forbidden: Callable[[Row], bool] = lambda r: False, seed: int = 0,
+             failed: Iterable[Row] = ()) -> Optional[Row]:
+    """The next row to measure; ``measured`` in trial order (None: failed), ``failed`` the rows that failed."""
+    failed = set(failed) | {r for r, s in measured.items() if s is None}
+    good = {r: s for r, s in measured.items() if s is not None}
+    model = learn_failures(layout, good, failed)
+    taken = set(measured) | set(pending)
+
+    def fresh(row: Row) -> bool:
+        return row not in taken and not forbidden(row) and not model.predicts(row)
+
+    rng = random.Random(f"{seed}-{len(taken)}")
+    if fresh(layout.anchor):
+        return layout.anchor
+    explored = list(measured)[:EXPLORE]
+    if len(taken) < EXPLORE:
+        pool = [r for r in (tuple(rng.randrange(n) for n in layout.sizes) for _ in range(CANDIDATES * 4)) if fresh(r)][:CANDIDATES]
+        if pool:
+            return max(pool, key=lambda r: min((layout.distance(r, m) for m in taken), default=0.0))
+    # 2. multi-start first-improvement climbs, replayed from what is measured
+
+    def guided(cur: Row, incumbent: Optional[Row]) -> list[Row]:
+        """One variable of ``cur`` set to the best optimum's value: knobs a basin does not depend on are
+        usually best where the other basin has them, so a second climb takes them over in a few probes."""
+        if incumbent is None:
+            return []
+        return [_with(cur, k, incumbent[k]) for k in range(len(cur)) if cur[k] != incumbent[k]]
+
+    optima: list[Row] = []
+    for start in starts([r for r in explored if r in good], good):
+        if any(layout.distance(start, o) < NEW_BASIN for o in optima):
+            continue
+        cur = start
+        while True:
+            moved = False
+            for row in guided(cur, max(optima, key=good.get) if optima else None) + neighbours(layout, cur, random.Random(f"{seed}-{cur}")):
+                if fresh(row):
+                    return row
+                if good.get(row, float("-inf")) > good[cur]:
+                    cur, moved = row, True
+                    break
+            # a climb that walked into a basin already climbed ends there: its peak is known
+            if not moved or any(layout.distance(cur, o) <= MERGE and good[o] >= good[cur] for o in optima):
+                break
+        optima.append(cur)
+    # 3. ridges around the best row, then anything allowed
+    if good:
+        best = max(good, key=good.get)
+        for row in pair_steps(layout, best):
+            if fresh(row):
+                return row
+    for _ in range(20_000):
+        row = tuple(rng.randrange(n) for n in layout.sizes)
+        if fresh(row):
+            return row
+    return None
+
+
+def make_scale_sampler(values: Sequence[Sequence[Optional[str]]], names: Sequence[str],
+                       forbidden: Callable[[Row], bool], seed: int) -> Any:
+    """An Optuna sampler proposing :func:`next_row` for objective 0 (failed trials teach the failure model;
+    forbidden ones, PRUNED, are known from the space and teach nothing)."""
+    import optuna
+    from optuna.trial import TrialState
+
+    layout = Layout.of(values)
+    index = {name: k for k, name in enumerate(names)}
+
+    class ScaleSampler(optuna.samplers.BaseSampler):
+        def __init__(self) -> None:
+            self._planned: dict[int, Row] = {}
+            self._fallback = optuna.samplers.RandomSampler(seed=seed)
+
+        def infer_relative_search_space(self, study: Any, trial: Any) -> dict:
+            return {}
+
+        def sample_relative(self, study: Any, trial: Any, search_space: Any) -> dict:
+            return {}
+
+        def _plan(self, study: Any, trial: Any) -> Optional[Row]:
+            sign = 1.0 if study.directions[0] == optuna.study.StudyDirection.MAXIMIZE else -1.0
+            measured: dict[Row, Score] = {}
+            failed, pending = set(), []
+            for t in sorted(study.get_trials(deepcopy=False), key=lambda t: t.number):
+                if t.number == trial.number or len(t.params) != len(names):
+                    continue
+                try:
+                    row = tuple(list(values[index[n]]).index(t.params[n]) for n in names)
+                except (KeyError, ValueError):
+                    continue
+                if t.state == TrialState.COMPLETE:
+                    s = sign * t.values[0]
+                    if measured.get(row) is None or s > measured[row]:
+                        measured[row] = s
+                elif t.state == TrialState.FAIL:
+                    failed.add(row)
+                    measured.setdefault(row, None)
+                elif t.state in (TrialState.RUNNING, TrialState.WAITING):
+                    pending.append(row)
+            return next_row(layout, measured, pending, forbidden, seed, failed)
+
+        def sample_independent(self, study: Any, trial: Any, param_name: str, param_distribution: Any) -> Any:
+            if trial.number not in self._planned:
+                row = self._plan(study, trial)
+                if row is None:
+                    return self._fallback.sample_independent(study, trial, param_name, param_distribution)
+                self._planned = {trial.number: row}
+            k = index.get(param_name)
+            if k is None:
+                return self._fallback.sample_independent(study, trial, param_name, param_distribution)
+            return values[k][self._planned[trial.number][k]]
+
+    return ScaleSampler()

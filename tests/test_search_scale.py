@@ -1,0 +1,159 @@
+"""The ``scale`` plan (issue 37), pure: failing regions learned and avoided, a three-knob basin found."""
+
+import itertools
+import math
+
+import optuna
+import pytest
+
+from envmatrix.catalog import load_catalog
+from envmatrix.search import scale
+from envmatrix.search.objective import EvalOutcome, parse_objectives
+from envmatrix.search.space import parse_search_space
+from envmatrix.search.structured import Layout
+from envmatrix.search.structured import next_row as descent_next_row
+from envmatrix.search.study import SearchSettings, make_sampler, run_search
+from envmatrix.search.summary import failing_regions
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+KNOB = ("1", "2", "4", "8", "16", "32")
+# a choice (2), then five ordered knobs of six values: 15,552 configs
+VALUES = (("Ring", "Tree"), ("LL128", "Simple", "LL"), KNOB, KNOB, KNOB, KNOB, KNOB)
+BASIN = {2: 5, 3: 0, 4: 5}  # three knobs far from the broad peak (index 2) on both sides
+
+
+def fails(r):
+    return r[5] >= 4 and r[6] >= 4  # "more than 64 sockets per peer": both socket knobs at 16 or 32
+
+
+def value(r):
+    broad = [0.7, 1.0][r[0]] * [0.8, 1.0, 0.6][r[1]]
+    for k in range(2, 7):
+        broad *= math.exp(-(((r[k] - 2) / 2.0) ** 2))
+    narrow = 1.0 / 0.9 * [0.7, 1.0][r[0]] * [0.8, 1.0, 0.6][r[1]]
+    for k in range(2, 7):
+        d = abs(r[k] - BASIN[k]) if k in BASIN else None
+        narrow *= (1.0 if d == 0 else 0.7 if d == 1 else 0.45) if d is not None else math.exp(-(((r[k] - 2) / 2.0) ** 2))
+    return None if fails(r) else max(0.9 * broad, 0.9 * narrow)
+
+
+TABLE = {r: value(r) for r in itertools.product(*(range(len(v)) for v in VALUES))}
+PEAK = max(v for v in TABLE.values() if v is not None)
+
+
+def walk(plan, n, seed):
+    lay = Layout.of(VALUES)
+    measured = {}
+    for _ in range(n):
+        row = plan(lay, measured, (), lambda r: False, seed)
+        if row is None:
+            break
+        measured[row] = TABLE[row]
+    return measured
+
+
+def test_the_basin_needs_three_knobs_at_once():
+    broad_top = (1, 1, 2, 2, 2, 2, 2)
+    basin = (1, 1, 5, 0, 5, 2, 2)
+    assert TABLE[basin] == PEAK and TABLE[broad_top] == pytest.approx(0.9 * PEAK, rel=0.01)
+    for k, v in BASIN.items():  # one knob at its basin value: downhill from the broad top
+        assert TABLE[broad_top[:k] + (v,) + broad_top[k + 1:]] < TABLE[broad_top]
+    for (i, v), (j, w) in itertools.combinations(BASIN.items(), 2):  # two knobs: still downhill
+        row = list(broad_top)
+        row[i], row[j] = v, w
+        assert TABLE[tuple(row)] < TABLE[broad_top]
+
+
+def test_failing_region_is_learned_from_two_failures_and_not_from_one():
+    lay = Layout.of(VALUES)
+    ok = [(1, 1, 2, 2, 2, 1, 1), (0, 0, 3, 3, 3, 3, 3), (1, 2, 1, 1, 1, 5, 0), (1, 0, 2, 2, 2, 0, 5)]
+    one = scale.learn_failures(lay, ok, [(1, 1, 2, 2, 2, 4, 4)])
+    assert one.rules == ()  # one failure marks nothing yet
+    model = scale.learn_failures(lay, ok, [(1, 1, 2, 2, 2, 4, 4), (0, 2, 3, 1, 1, 5, 4)])
+    names = ["ALGO", "PROTO", "C", "B", "T", "SOCKETS", "NSOCKS"]
+    assert model.describe(names, VALUES) == ["SOCKETS>=16 and NSOCKS>=16"]
+    assert model.predicts((0, 0, 0, 0, 0, 5, 5)) and not model.predicts((0, 0, 0, 0, 0, 3, 5))
+    assert all(model.predicts(r) for r in TABLE if TABLE[r] is None)  # the whole refused corner, learned
+    assert not any(model.predicts(r) for r in TABLE if TABLE[r] is not None)
+
+
+def test_a_success_refutes_a_region():
+    lay = Layout.of(VALUES)
+    failed = [(1, 1, 2, 2, 2, 4, 4), (0, 2, 3, 1, 1, 5, 4)]
+    model = scale.learn_failures(lay, [(0, 0, 0, 0, 0, 5, 5)], failed)
+    assert not model.predicts((0, 0, 0, 0, 0, 5, 5))  # measured fine: no rule may cover it
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_scale_finds_the_narrow_basin_where_the_descent_settles_on_the_broad_one(seed):
+    found = walk(scale.next_row, 150, seed)
+    good = {r: v for r, v in found.items() if v is not None}
+    assert max(good.values()) == PEAK
+    descended = walk(descent_next_row, 150, seed)
+    assert max(v for v in descended.values() if v is not None) < 0.95 * PEAK
+
+
+def test_a_learned_failing_region_is_not_proposed_again():
+    found = walk(scale.next_row, 150, 0)
+    order = list(found)
+    refused = [i for i, r in enumerate(order) if found[r] is None]
+    assert len(refused) < 10  # ~2.8% of the space fails; random proposals would meet it too, the plan stops
+    lay = Layout.of(VALUES)
+    model = scale.learn_failures(lay, [r for r in order[: refused[1] + 1] if found[r] is not None],
+                                 [order[i] for i in refused[:2]])
+    later = [r for r in order[refused[1] + 1:]]
+    assert not any(model.predicts(r) for r in later)
+
+
+def _space():
+    space = {"NCCL_ALGO": ["Ring", "Tree"], "NCCL_PROTO": ["LL128", "Simple", "LL"]}
+    for var in ("NCCL_MIN_NCHANNELS", "NCCL_SOCKET_NTHREADS", "NCCL_NSOCKS_PERTHREAD"):
+        space[var] = [1, 2, 4, 8, 16]
+    space["NCCL_BUFFSIZE"] = [1 << 20, 1 << 21, 1 << 22, 1 << 23, 1 << 24]
+    space["NCCL_NTHREADS"] = [64, 128, 256, 512]
+    return parse_search_space({"space": space}, load_catalog(), {}, "test: search")
+
+
+def test_structured_hands_large_spaces_to_the_scale_plan_and_never_exports_a_failure():
+    space = _space()
+    assert space.size >= scale.SCALE_FROM
+    assert type(make_sampler("structured", 0, space.size, space)).__name__ == "ScaleSampler"
+    small = parse_search_space({"space": {"NCCL_ALGO": ["Ring", "Tree"], "NCCL_MIN_NCHANNELS": [2, 4, 8]}},
+                               load_catalog(), {}, "test: search")
+    assert type(make_sampler("structured", 0, small.size, small)).__name__ == "StructuredSampler"
+
+    def evaluate(number, setup):
+        env = setup.assignments()
+        if int(env["NCCL_SOCKET_NTHREADS"]) * int(env["NCCL_NSOCKS_PERTHREAD"]) > 64:
+            return EvalOutcome(None, "nccl_refused", "more than 64 sockets per peer")
+        return EvalOutcome([int(env["NCCL_MIN_NCHANNELS"]) * int(env["NCCL_SOCKET_NTHREADS"]) * int(env["NCCL_NSOCKS_PERTHREAD"])])
+
+    study = optuna.create_study(directions=["maximize"], sampler=make_sampler("structured", 0, space.size, space))
+    settings = SearchSettings(trials=100, sampler="structured", seed=0, storage=None, study_name="t", max_failure_rate=1.0,
+                              heartbeat_interval_s=3600, heartbeat_grace_s=1e9, top_k=3, baseline=False, max_forbidden_streak=100)
+    run_search(study, space, parse_objectives(None, "bench", ["1x1"]), evaluate, settings)
+    best = study.best_trial
+    assert int(best.params["NCCL_SOCKET_NTHREADS"]) * int(best.params["NCCL_NSOCKS_PERTHREAD"]) <= 64
+    failed = [t for t in study.trials if t.state == optuna.trial.TrialState.FAIL]
+    assert 2 <= len(failed) <= 12 and all(t.user_attrs["failure_class"] == "nccl_refused" for t in failed)
+    regions = failing_regions(space, study.trials)  # what search.md shows
+    assert regions and all("NCCL_SOCKET_NTHREADS" in name and "NCCL_NSOCKS_PERTHREAD" in name for name, _ in regions)
+    assert sum(int(n) for _, n in regions) >= 2
+
+
+def test_budget_s_stops_the_study_before_its_trials():
+    space = _space()
+    study = optuna.create_study(directions=["maximize"], sampler=make_sampler("random", 0, space.size, space))
+    settings = SearchSettings(trials=1000, sampler="random", seed=0, storage=None, study_name="t", max_failure_rate=1.0,
+                              heartbeat_interval_s=3600, heartbeat_grace_s=1e9, top_k=3, baseline=False,
+                              max_forbidden_streak=100, budget_s=0.3)
+
+    def slow(number, setup):
+        import time
+
+        time.sleep(0.05)
+        return EvalOutcome([1.0])
+
+    stats = run_search(study, space, parse_objectives(None, "bench", ["1x1"]), slow, settings)
+    assert 2 <= stats.told < 20 and stats.stop_reason.startswith("search.budget_s=0.3 spent after")
