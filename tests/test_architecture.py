@@ -16,6 +16,8 @@ SHARED_MODULES = {
     "paths.py",  # where packaged data is found and outputs go
     "registry.py",  # the one plugin registry of every family
     "boundary.py",  # the process boundary's types (ProcessSpec/ProcessOutcome, rank report files, the echoed env), both sides
+    "values.py",  # the one validation layer: every user value a parser reads, named by key in a one-line error
+    "interrupts.py",  # a Ctrl-C noted by the handler, raised again where a finalizer would have dropped it
 }
 
 

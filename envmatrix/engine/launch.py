@@ -101,9 +101,14 @@ def execute(
 ) -> ProbeResult:
     """Start ``run``'s processes, read every rank's result, and judge the run: the steps below, in order."""
     os.makedirs(workdir, exist_ok=True)
-    plan = launcher.build(run, launch_context(run, probe, workdir, inherited_env, pins, gpus, python, free_port(), host_seats))
-    launched = start(run, launcher, probe, plan, workdir, pool)
-    collected = collect_ranks(launcher, probe, launched, workdir)
+    for attempt in range(1, RENDEZVOUS_TRIES + 1):
+        port = free_port()
+        plan = launcher.build(run, launch_context(run, probe, workdir, inherited_env, pins, gpus, python, port, host_seats))
+        launched = start(run, launcher, probe, plan, workdir, pool)
+        collected = collect_ranks(launcher, probe, launched, workdir)
+        if attempt == RENDEZVOUS_TRIES or not rendezvous_port_taken(collected, port):
+            break
+        set_aside(workdir, f"port_{port}_taken")
     outcome, cause = judge_ranks(launcher, launched, collected)
     shim = place_ranks(collected, plan, workdir)
     if cause and not cause.get("host"):  # the shim's record names the host of a rank the launcher did not
@@ -122,6 +127,27 @@ def execute(
     if violation and outcome == PASS:
         outcome, cause = WRONG_TRANSPORT, failure_cause(0, WRONG_TRANSPORT, violation)
     return probe_result(run, probe, launched, collected, outcome, cause, nccl, hang)
+
+
+# free_port() releases the port it found before rank 0's TCPStore binds it; another process (a parallel run, a
+# test worker) can take it in between, and rank 0 then fails with EADDRINUSE: the rendezvous's fault, not the
+# setup's. Such a run is started again on a new port, its first attempt's files kept beside the run's.
+RENDEZVOUS_TRIES = 3
+
+
+def rendezvous_port_taken(collected: Collected, port: int) -> bool:
+    texts = [f"{r.error or ''} {r.root_cause_line or ''}" for r in collected.ranks] + list(collected.logs)
+    return any("EADDRINUSE" in t and f"port: {port}," in t for t in texts)
+
+
+def set_aside(workdir: str, name: str) -> None:
+    """Move an attempt's files into WORKDIR/NAME so the next attempt's reports are read alone."""
+    aside = os.path.join(workdir, name)
+    os.makedirs(aside, exist_ok=True)
+    for entry in os.listdir(workdir):
+        path = os.path.join(workdir, entry)
+        if path != aside and not entry.startswith("port_"):
+            os.replace(path, os.path.join(aside, entry))
 
 
 def start(run: Run, launcher: Launcher, probe: Probe, plan: LaunchPlan, workdir: str, pool: Any) -> Launched:

@@ -126,9 +126,12 @@ def launcher_shaper(session: Any, interface: str, allow_default_route: bool = Fa
                 record.links += [f"{data['host']}:{lp['link']}" for lp in data["proof"]["links"]]
                 restored = all(lp.get("restored") for lp in data["proof"]["links"])
                 record.restored = restored if record.restored is None else (record.restored and restored)
-            killed = sorted({p.name.split(".")[0] for p in hold_dir.glob("*.ready")}
-                            - {p.name.split(".")[0] for p in proofs})
-            if killed:  # ended before their undo (on Ctrl-C the launcher's processes go by SIGKILL)
+            # Started, not refused, and no proof: ended before their undo (on Ctrl-C the launcher's processes go by
+            # SIGKILL), perhaps while still installing, before .ready.
+            killed = sorted({p.name.split(".")[0] for p in [*hold_dir.glob("*.started"), *hold_dir.glob("*.ready")]}
+                            - {p.name.split(".")[0] for p in [*proofs, *hold_dir.glob("*.refused")]})
+            if killed:
+                thread.join(ready_timeout_s)  # the launcher's kill and reaping done: no hold installs after the undo
                 texts.append(f"## holds ended before their undo: {', '.join(killed)}\n" + _undo_killed(killed))
                 record.restored = False
             record.proof = "\n".join(texts)

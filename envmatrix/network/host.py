@@ -6,7 +6,8 @@ safety rules as everywhere (``shaping.check_applicable``: root, kernel support, 
 interface unless allowed; the state file; cleanup), says so in the shared run directory, holds until the driver
 writes ``stop`` (or it is signalled: Ctrl-C, the launcher's SIGTERM when the driver dies), then undoes it and
 writes its proof. Files in ``--dir``, per host (``<hostname>-<pid>``): ``.refused`` (the one-line refusal, exit 2),
-``.ready`` (installed; the proof before), ``.proof.json`` (ShapingProof.to_json after the undo, with sent bytes).
+``.started`` (before anything is installed), ``.ready`` (installed; the proof before), ``.proof.json``
+(ShapingProof.to_json after the undo, with sent bytes).
 
 On an emulated host (a named network namespace, as ``envmatrix cluster`` makes) the link is recorded under the
 namespace's name, so the driver's next command in the root namespace removes what a killed hold left, as it does
@@ -64,6 +65,8 @@ def hold(condition: Condition, out_dir: Path, interface: str, allow_default_rout
 
     me = f"{socket.gethostname()}-{os.getpid()}"
     out_dir.mkdir(parents=True, exist_ok=True)
+    # Before anything is installed: a hold killed while it installs is still known to the driver's cleanup.
+    _write(out_dir / f"{me}.started", "")
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, _raise_interrupt)
     removed = state.reap_stale()
