@@ -239,9 +239,8 @@ def p2p_pair(world: int, ppn: int) -> tuple[int, int]:
     return 0, (ppn if world > ppn else 1)
 
 
-def build_p2p(c: BenchContext, count: int):
-    src, dst = p2p_pair(c.world, c.ppn)
-    buf = c.pattern(count, src) if c.rank == src else c.torch.empty(count, dtype=c.dtype, device=c.device)
+def send_recv_run(c: BenchContext, buf, src: int, dst: int):
+    """One blocking transfer of ``buf`` from ``src`` to ``dst``; every other rank takes no part."""
 
     def run(async_op=False):
         if c.rank == src:
@@ -249,6 +248,14 @@ def build_p2p(c: BenchContext, count: int):
         elif c.rank == dst:
             c.dist.recv(buf, src)
         return []
+
+    return run
+
+
+def build_p2p(c: BenchContext, count: int):
+    src, dst = p2p_pair(c.world, c.ppn)
+    buf = c.pattern(count, src) if c.rank == src else c.torch.empty(count, dtype=c.dtype, device=c.device)
+    run = send_recv_run(c, buf, src, dst)
 
     def check():
         if c.rank == dst:

@@ -142,14 +142,9 @@ def build_pair_uni(c: Any, count: int):
     pair = my_pair(c)
     src, dst = pair if pair else (-1, -1)
     buf = stamp(c, count, c.rank) if c.rank == src else c.torch.empty(count, dtype=c.dtype, device=c.device)
+    from envmatrix.rank.collective_timer import send_recv_run  # it imports this module's builders
 
-    def run(async_op=False):
-        if c.rank == src:
-            c.dist.send(buf, dst)
-        elif c.rank == dst:
-            c.dist.recv(buf, src)
-        return []
-
+    run = send_recv_run(c, buf, src, dst)
     run.reporter = dst
 
     def check():
