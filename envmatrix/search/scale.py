@@ -14,8 +14,11 @@ downhill). This plan spends its trials as:
    model of the explored rows, skipping any within :data:`NEW_BASIN` of an
    optimum already found. A later climb first tries the best optimum's value
    of each variable where it differs (knobs the basin does not depend on are
-   best where the other basin has them), then one-knob steps: a basin's skirt
-   climbs to its peak even where that peak is three knobs from the broad one;
+   best where the other basin has them), then, only where those copies end at
+   :data:`PROMISE` of that optimum or more, one-knob steps: a basin's skirt
+   climbs to its peak even where that peak is three knobs from the broad one,
+   and a start of no promise costs a few probes instead of a neighbourhood;
+   a climb that comes within :data:`MERGE` of a better optimum stops;
 3. two knobs at once around the best row (ridges), then random allowed rows.
 
 Failures are information (:func:`learn_failures`): a failed row marks the
@@ -41,6 +44,7 @@ from envmatrix.search.structured import Layout, Row, Score, _with
 SCALE_FROM = 10_000
 EXPLORE = 60  # rows of step 1, the default included (40 / 60 / 80 / 100 measured: benchmarks/search_scale.md)
 NEW_BASIN = 3.0  # a start this far (Layout.distance) from every found optimum opens a new climb
+PROMISE = 0.7  # a later climb whose copies of the best optimum's values end below this share of it stops there
 MERGE = 2.0  # a climb this close to a better found optimum stops (it is in that optimum's basin)
 CANDIDATES = 48  # random rows per exploration proposal
 MIN_SUPPORT = 2  # failures a region needs (with no success) before it is avoided
@@ -222,14 +226,24 @@ def next_row(layout: Layout, measured: Mapping[Row, Score], pending: Iterable[Ro
         if any(layout.distance(start, o) < NEW_BASIN for o in optima):
             continue
         cur = start
+        top = max(optima, key=good.get) if optima else None
         while True:
             moved = False
-            for row in guided(cur, max(optima, key=good.get) if optima else None) + neighbours(layout, cur, random.Random(f"{seed}-{cur}")):
+            copies = guided(cur, top)
+            for row in copies:
                 if fresh(row):
                     return row
                 if good.get(row, float("-inf")) > good[cur]:
                     cur, moved = row, True
                     break
+            # no copy helps: only a start that is already a fair share of the best is worth one-knob steps
+            if not moved and (top is None or good[cur] >= PROMISE * good[top]):
+                for row in neighbours(layout, cur, random.Random(f"{seed}-{cur}")):
+                    if fresh(row):
+                        return row
+                    if good.get(row, float("-inf")) > good[cur]:
+                        cur, moved = row, True
+                        break
             # a climb that walked into a basin already climbed ends there: its peak is known
             if not moved or any(layout.distance(cur, o) <= MERGE and good[o] >= good[cur] for o in optima):
                 break
