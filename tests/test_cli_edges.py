@@ -17,14 +17,19 @@ def test_ctrl_c_in_the_first_moments_exits_130_without_a_traceback(cli):
     t0 = time.monotonic()
     subprocess.run([sys.executable, "-c", "pass"], env=cli.env, check=True)
     start = 1.5 * (time.monotonic() - t0)
+    reached = 0
     for delay in (start + step * 0.03 for step in range(10)):
         proc = subprocess.Popen(cli.argv("configs"), cwd=cli.cwd, env=cli.env, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True)
         time.sleep(delay)
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=60)
+        if "Fatal Python error: init_import_site" in err:
+            continue  # a slow start: the signal landed in site's .pth imports, before envmatrix runs (CI run 45)
+        reached += 1
         # -2 (killed by SIGINT) is what a shell reports as 130 too; seen under load after the message was printed
         assert "Traceback" not in err and proc.returncode in (0, 130, -2), (delay, proc.returncode, err)
+    assert reached >= 5, f"only {reached} of 10 interrupts landed after Python's own start-up: nothing was tested"
 
 
 def test_output_into_a_closed_pipe_ends_quietly(cli):
