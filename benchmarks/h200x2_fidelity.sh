@@ -9,6 +9,9 @@
 #   OLD=DIR ...                              also times `--timing host` with the envmatrix package in DIR (e.g. an
 #                                            earlier commit's tree, carried): interleaved, as em_oldhost_r*;
 #                                            OLD_TIMINGS="host graph" times both modes with it (em_oldgraph_r*)
+#   SMALL_REPEATS=N ...                      then N more interleaved repeats of 8 B - 256 KiB only, named r101..: the
+#                                            small host cells need many processes per side (fidelity_h100x2.md)
+#   REPEATS=0 SMALL_REPEATS=N ...            only those (a second call; tables pool every repeat of both calls)
 #   G2=0 ...                                 skips the single-process `-g 2` reference (its runs, about a third
 #                                            of the call) when device time is short
 # The fair reference is one process per GPU, as envmatrix runs: nccl-tests built with MPI=1 and run as
@@ -108,8 +111,10 @@ tables() {  # rewritten after every repeat: a later failure or timeout keeps wha
   } >"$OUT/fidelity_table.md" 2>>"$log"
 }
 
-# interleaved: each repeat runs every side once, alternating who goes first
-for r in $(seq 1 "$repeats"); do
+# interleaved: each repeat runs every side once, alternating who goes first; the small repeats after the full ones
+small_repeats=${SMALL_REPEATS:-0}
+for r in $(seq 1 "$repeats") $(seq 101 $((100 + small_repeats))); do
+  [ "$r" -gt 100 ] && sweep=(-b 8 -e 256K -f 8 -n 20 -w 5)
   echo "== repeat $r $(date -u +%T)" >>"$log"
   if [ $((r % 2)) = 1 ]; then
     nccl_tests mpi default "$r"; envmatrix_bench host "$r"; old_arm "$r"; nccl_tests g2 default "$r"

@@ -61,6 +61,7 @@ def aggregate_rows(rank_rows: Iterable[dict[str, Any]], ranks: int) -> list[dict
                 "launch": rows[0].get("launch"),  # direct (into libnccl) or torch's call path
                 "buffers": rows[0].get("buffers"),  # ncclMemAlloc (as nccl-tests) or torch's allocator
                 "capture": rows[0].get("capture"),  # graph timing: cudart (as nccl-tests -G) or torch.cuda.graph
+                "graph_nodes": rows[0].get("graph_nodes"),  # the cudart graph's nodes by type, e.g. kernel:20
                 "loop": rows[0].get("loop"),  # host/graph windows of direct launches: compiled (as nccl-tests) or python
                 "source": "envmatrix",
                 **_who_talked(rows),

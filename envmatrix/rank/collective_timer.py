@@ -388,11 +388,12 @@ def _timed_host(c: BenchContext, run: Callable[..., list], iters: int) -> float:
 
 
 def _timed_graph(c: BenchContext, run: Callable[..., list], iters: int, graphs: Any = None,
-                 launches: int = GRAPH_LAUNCHES) -> float:
+                 launches: int = GRAPH_LAUNCHES, census: Optional[list] = None) -> float:
     """nccl-tests -G: ``iters`` launches captured into one CUDA graph, the graph launched ``launches`` times, host-timed.
 
     ``graphs`` (rank/cuda_graph.py, direct launches only) captures and launches through the CUDA runtime as
     nccl-tests does; without it torch.cuda.graph captures, whose replay costs more GPU time per operation.
+    ``census`` receives the cudart graph's nodes by type.
     """
     torch = c.torch
     compiled: Optional[Callable[[], float]] = None  # the window from compiled code (cudart graphs with c.windows)
@@ -410,6 +411,8 @@ def _timed_graph(c: BenchContext, run: Callable[..., list], iters: int, graphs: 
         finally:
             c.direct.pinned = None
         replay, finish, release = captured.launch, captured.synchronize, captured.close
+        if census is not None:
+            census.append(captured.census())
         if c.windows is not None:  # the launches and the drain from compiled code, as nccl-tests' own
             compiled = functools.partial(c.windows.graph_time_us, captured.graphs.lib.cudaGraphLaunch, captured.exe,
                                          c.direct.comm, captured.stream, launches, iters)
@@ -558,7 +561,7 @@ def run_bench(
             barrier(c)
             # builders without a direct path (reduce, p2p patterns) ignore c.direct
             launch = "direct" if (c.direct is not None and used in DIRECT_TIMINGS and spec.direct) else "torch"
-            capture = None
+            capture, nodes = None, []
             if used == "blocking":
                 times = timed_blocking(c, run, iters)
                 mean = sum(times) / len(times)
@@ -569,7 +572,7 @@ def run_bench(
 
                     graphs = runtime_graphs() if launch == "direct" else None
                     capture = "cudart" if graphs is not None else "torch"
-                    mean = _timed_graph(c, run, iters, graphs)
+                    mean = _timed_graph(c, run, iters, graphs, census=nodes)
                 else:
                     mean = WINDOW_TIMERS[used](c, run, iters)
                 times = [mean]
@@ -594,6 +597,7 @@ def run_bench(
                     # nccl-tests allocates with ncclMemAlloc: NCCL registers those buffers in graph capture
                     "buffers": "ncclMemAlloc" if launch == "direct" and c.arena is not None else "torch",
                     "capture": capture,  # graph timing: cudart (as nccl-tests -G) or torch.cuda.graph
+                    "graph_nodes": nodes[0] if nodes else None,  # the cudart graph's nodes by type
                     "loop": loop,
                     # nccl-tests' placement: torch's own allreduce, broadcast and reduce only run in place
                     "in_place": bool(getattr(run, "in_place", False)),

@@ -18,6 +18,10 @@ from envmatrix.rank.nccl_direct import mapped_library
 
 # cudaStreamCaptureModeThreadLocal: c10d's watchdog thread may query its events while this thread captures
 _CAPTURE_THREAD_LOCAL = 1
+# cudaGraphNodeType, in the runtime's order: a graph of n collectives that holds anything but n kernels is not the
+# graph nccl-tests -G times (issue 40 compares the census of both)
+_NODE_TYPES = ("kernel", "memcpy", "memset", "host", "graph", "empty", "wait_event", "event_record",
+               "ext_semas_signal", "ext_semas_wait", "mem_alloc", "mem_free", "conditional")
 
 
 class RuntimeGraphs:
@@ -31,6 +35,8 @@ class RuntimeGraphs:
         lib.cudaGraphExecDestroy.argtypes = [ctypes.c_void_p]
         lib.cudaGraphDestroy.argtypes = [ctypes.c_void_p]
         lib.cudaGetErrorString.restype = ctypes.c_char_p
+        lib.cudaGraphGetNodes.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_size_t)]
+        lib.cudaGraphNodeGetType.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_int)]
 
     def _check(self, rc: int, what: str) -> None:
         if rc:
@@ -64,6 +70,23 @@ class CapturedGraph:
 
     def synchronize(self) -> None:
         self.graphs._check(self.graphs.lib.cudaStreamSynchronize(self.stream), "cudaStreamSynchronize")
+
+    def census(self) -> str:
+        """The captured graph's nodes by type, e.g. ``kernel:20``; empty when the runtime cannot say."""
+        lib, count = self.graphs.lib, ctypes.c_size_t()
+        if lib.cudaGraphGetNodes(self.graph, None, ctypes.byref(count)):
+            return ""
+        nodes = (ctypes.c_void_p * count.value)()
+        if lib.cudaGraphGetNodes(self.graph, nodes, ctypes.byref(count)):
+            return ""
+        kinds: dict[str, int] = {}
+        for node in nodes[: count.value]:
+            kind = ctypes.c_int()
+            if lib.cudaGraphNodeGetType(ctypes.c_void_p(node), ctypes.byref(kind)):
+                return ""
+            name = _NODE_TYPES[kind.value] if 0 <= kind.value < len(_NODE_TYPES) else f"type{kind.value}"
+            kinds[name] = kinds.get(name, 0) + 1
+        return ",".join(f"{name}:{n}" for name, n in sorted(kinds.items()))
 
     def close(self) -> None:
         self.graphs.lib.cudaGraphExecDestroy(self.exe)
