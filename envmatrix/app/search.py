@@ -139,9 +139,13 @@ def search(request: SearchRequest, events: SearchEvents = SearchEvents()) -> Sea
         except SearchAborted as exc:
             aborted = exc
         if aborted is None and settings.confirm_top_k:
-            from envmatrix.app.search_confirm import confirm_winner
+            from envmatrix.app.search_confirm import confirm_once
 
-            confirmed = confirm_winner(study, space, objectives, evaluator, settings, events.line)
+            confirmed = confirm_once(study, space, objectives, evaluator, settings, events.line)
+        if session.pool is not None:  # every trial's ranks come from the session's one warm pool (sweep's and bench's)
+            started = session.pool.started
+            events.line(f"warm pool: {started['pooled']} ranks forked from warm servers, {started['cold']} started cold"
+                        + (" (a command probe's processes, or ranks under other loader variables, start cold)" if started["cold"] else ""))
         stored = session.store.latest()
     report = build_report(study, settings.top_k, storage_hint=redact(url))
     md = os.path.join(run_dir, "search.md")
@@ -152,14 +156,21 @@ def search(request: SearchRequest, events: SearchEvents = SearchEvents()) -> Sea
 
 
 def measure_baseline(study: Any, evaluator: Any, settings: Any, grids: list[str], events: SearchEvents) -> None:
-    """The default env (empty setup) once per study, kept in the study for the report's comparison."""
+    """The default env (empty setup) once per study, by the worker that claims it (app.search_confirm.once_per_study),
+    kept in the study for the report's comparison."""
+    from envmatrix.app.search_confirm import once_per_study
     from envmatrix.env.atoms import Setup
+    from envmatrix.search.fleet import BASELINE_JOB
     from envmatrix.search.study import BASELINE_ATTR
 
     if not settings.baseline or BASELINE_ATTR in study.user_attrs:
         return
-    events.line("baseline: the default env (empty setup) on " + ", ".join(grids))
-    out = evaluator.measure("baseline", Setup("default", (), origin="baseline"))
-    study.set_user_attr(BASELINE_ATTR, {"values": out.values, "per_grid": out.attrs.get("per_grid"), "failed": out.failed,
-                                        "failure_class": out.failure_class, "root_cause": out.root_cause,
-                                        "metrics": out.attrs.get("metrics")})
+
+    def work(worker: Any) -> dict:
+        events.line("baseline: the default env (empty setup) on " + ", ".join(grids))
+        out = evaluator.measure("baseline", Setup("default", (), origin="baseline"))
+        return {"values": out.values, "per_grid": out.attrs.get("per_grid"), "failed": out.failed,
+                "failure_class": out.failure_class, "root_cause": out.root_cause, "metrics": out.attrs.get("metrics")}
+
+    once_per_study(study, BASELINE_JOB, settings, events.line, "baseline",
+                   "the report compares the best trial with it once it is in the study", work)

@@ -1,16 +1,84 @@
-"""A search's confirm rounds: the top trials and the default env re-measured in interleaved rounds."""
+"""Once per study: the default env measured and the winner confirmed (the top trials and the default env
+re-measured in interleaved rounds) by one worker of a fleet.
+
+Every worker reaches both jobs; one claims each (search.fleet). The confirmer first waits for the trials other
+workers still run (failing those whose worker died, as a starting worker does). The others say who runs the job
+or, when its result is already written, show it.
+"""
 
 from __future__ import annotations
 
+import time
 from typing import Any, Callable, Optional
+
+
+def once_per_study(study: Any, job: str, settings: Any, say: Callable[[str], None], what: str, after: str,
+                   work: Callable[[Any], Optional[dict]]) -> Optional[dict]:
+    """Run ``work(worker)`` when this worker wins ``job``'s claim (search.fleet) and store its result; else say who
+    runs it (``after``: where its result will be) or return the result already stored. None: another worker runs it,
+    or ``work`` found nothing to do."""
+    from envmatrix.search import fleet
+    from envmatrix.search.study import Heartbeat, Worker
+
+    worker = Worker.me()
+    got = fleet.claim(study, job, worker, settings.heartbeat_grace_s)
+    if got.role.kind == fleet.DONE:
+        say(f"{what}: {got.role.reason}")
+        return dict(got.result or {})
+    held = got.held
+    assert held is not None
+    if got.role.kind == fleet.DEFER:
+        say(f"{what}: {got.role.reason} ({time.time() - float(held['at']):.0f} s ago); {after}")
+        return None
+    if got.role.kind == fleet.TAKE_OVER:
+        say(f"{what}: {got.role.reason}: this worker takes it over")
+    fleet.beat(study, job, held)
+    with Heartbeat(lambda: fleet.beat(study, job, held), settings.heartbeat_interval_s):
+        result = work(worker)
+    return None if result is None else fleet.store_result(study, job, held, result)
+
+
+def confirm_once(study: Any, space: Any, objectives: Any, evaluator: Any, settings: Any,
+                 say: Callable[[str], None]) -> Optional[dict]:
+    """The study's confirmation, by the one worker that claims it once the trials still running have finished."""
+    from envmatrix.search.fleet import CONFIRM_JOB, finished_trials
+
+    def work(worker: Any) -> Optional[dict]:
+        wait_for_running(study, settings, worker, say)
+        over = finished_trials(study)
+        data = confirm_winner(study, space, objectives, evaluator, settings, say)
+        return None if data is None else {**data, "over": over}
+
+    return once_per_study(study, CONFIRM_JOB, settings, say, "confirmation",
+                          "its verdict goes to the study, where `envmatrix export` reads it", work)
+
+
+def wait_for_running(study: Any, settings: Any, worker: Any, say: Callable[[str], None], poll_s: float = 1.0) -> None:
+    """Until no trial is RUNNING: other workers' last trials may be the winner. A trial whose worker died is failed
+    (search.study.recover_stale), so a dead worker holds this up for at most ``heartbeat_grace_s``."""
+    from optuna.trial import TrialState
+
+    from envmatrix.search.study import recover_stale
+
+    said = False
+    while True:
+        recover_stale(study, settings.heartbeat_grace_s, worker.host)
+        running = study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+        if not running:
+            return
+        if not said:
+            owners = sorted({f"{t.user_attrs.get('worker_host')}:{t.user_attrs.get('worker_pid')}" for t in running})
+            say(f"confirmation: waiting for {len(running)} trials still running (workers {', '.join(owners)})")
+            said = True
+        time.sleep(min(poll_s, settings.heartbeat_interval_s))
 
 
 def confirm_winner(study: Any, space: Any, objectives: Any, evaluator: Any, settings: Any,
                    say: Callable[[str], None]) -> Optional[dict]:
-    """Re-measure the top trials and the default env; the verdict (search.confirm.to_json) goes to the study and
-    is returned (None: no trial to confirm)."""
+    """Re-measure the top trials and the default env; returns the verdict (search.confirm.to_json; None: no trial
+    to confirm). confirm_once stores it in the study."""
     from envmatrix.env.atoms import Setup
-    from envmatrix.search.confirm import CONFIRM_ATTR, DEFAULT, confirm, to_json
+    from envmatrix.search.confirm import DEFAULT, confirm, to_json
     from envmatrix.search.export import ranked
 
     top, seen = [], set()
@@ -35,5 +103,4 @@ def confirm_winner(study: Any, space: Any, objectives: Any, evaluator: Any, sett
     say(f"confirm: re-measuring trials {', '.join(str(t.number) for t in top)}"
         f"{' and the default env' if settings.baseline else ''} in interleaved rounds")
     data = to_json(confirm(labels, measure, sign, settings.confirm_repeats, settings.confirm_max_repeats), sign)
-    study.set_user_attr(CONFIRM_ATTR, data)
     return data

@@ -5,7 +5,9 @@ and Optuna's own heartbeat works only inside ``optimize()``). So the driver
 keeps its own liveness record on every trial it runs, as user attributes:
 ``worker_host``, ``worker_pid``, ``worker_started`` (the pid's start time, so
 a reused pid is not mistaken for the driver) and ``heartbeat`` (refreshed by a
-thread while the probe runs). On start every worker fails the RUNNING trials
+thread while the probe runs), written in the transaction that makes the trial
+RUNNING (search.ownership.ask_owned), so no kill leaves a RUNNING trial without
+them. On start every worker fails the RUNNING trials
 whose worker is gone (same host and that process is dead) or whose heartbeat is
 older than ``heartbeat_grace_s``, and re-enqueues their params; the first
 worker to fail a trial wins (storages refuse to finish a finished trial), so
@@ -32,6 +34,7 @@ from envmatrix.errors import ConfigError, EnvmatrixError, did_you_mean
 from envmatrix.paths import check_name
 from envmatrix.registry import Registry
 from envmatrix.search.objective import EvalOutcome, Objective
+from envmatrix.search.ownership import ask_owned
 from envmatrix.search.space import SearchSpace
 
 log = logging.getLogger(__name__)
@@ -191,7 +194,8 @@ def make_storage(url: str) -> Any:
                               "pip install 'envmatrix[search]' (psycopg2-binary for postgresql://)") from None
         except Exception as exc:  # sqlalchemy ArgumentError / OperationalError / IntegrityError
             # Workers starting together on an empty database race to create Optuna's tables: retry.
-            if "duplicate key" in str(exc) or "already exists" in str(exc):
+            # (PostgreSQL says "duplicate key" / "already exists", SQLite "UNIQUE constraint failed")
+            if any(race in str(exc) for race in ("duplicate key", "already exists", "UNIQUE constraint failed")):
                 if attempt < 5:
                     time.sleep(0.5 * (attempt + 1))
                     continue
@@ -294,25 +298,33 @@ def recover_stale(study: Any, grace_s: float, here: Optional[str] = None, now: O
                 continue
         except (UpdateFinishedTrialError, RuntimeError):
             continue  # another worker got there first
-        if t.params:
-            study.enqueue_trial(dict(t.params), user_attrs={"retry_of": t.number}, skip_if_exists=False)
+        # a worker killed after taking an enqueued trial but before suggesting left its params in fixed_params only
+        params = dict(t.params) or dict(t.system_attrs.get("fixed_params") or {})
+        if params:
+            study.enqueue_trial(params, user_attrs={"retry_of": t.number}, skip_if_exists=False)
         log.warning("trial %d: %s; failed it and re-enqueued its params", t.number, reason)
         recovered.append(t.number)
     return recovered
 
 
 class Heartbeat:
-    """Refreshes the ``heartbeat`` user attribute of one trial until stopped."""
+    """Calls ``beat`` every ``interval_s`` until stopped: the liveness record of a trial or of a claim."""
 
-    def __init__(self, study: Any, trial_id: int, interval_s: float) -> None:
-        self.storage, self.trial_id, self.interval_s = study._storage, trial_id, interval_s
+    def __init__(self, beat: Callable[[], None], interval_s: float) -> None:
+        self.beat, self.interval_s = beat, interval_s
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="envmatrix-heartbeat", daemon=True)
+
+    @classmethod
+    def of_trial(cls, study: Any, trial_id: int, interval_s: float) -> "Heartbeat":
+        """Refreshes the ``heartbeat`` user attribute of one trial."""
+        storage = study._storage
+        return cls(lambda: storage.set_trial_user_attr(trial_id, "heartbeat", time.time()), interval_s)
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval_s):
             try:
-                self.storage.set_trial_user_attr(self.trial_id, "heartbeat", time.time())
+                self.beat()
             except Exception as exc:  # a finished trial or a flaky DB: the next beat tries again
                 log.debug("heartbeat: %s", exc)
 
@@ -405,9 +417,7 @@ def run_search(
         if not waiting and len(_verdicts(study, space)) >= allowed:
             stats.stop_reason = f"every allowed combination ({allowed}) has been tried"
             break
-        trial = study.ask()
-        for key, value in {**worker.attrs(), "heartbeat": time.time()}.items():
-            trial.set_user_attr(key, value)
+        trial = ask_owned(study, {**worker.attrs(), "heartbeat": time.time()})
         row = space.suggest(trial)
         setup = space.setup(row)
         trial.set_user_attr("setup", setup.name)
@@ -434,7 +444,7 @@ def run_search(
             stats.cached += 1
         else:
             notify("trial", trial, None)
-            with Heartbeat(study, trial._trial_id, settings.heartbeat_interval_s):
+            with Heartbeat.of_trial(study, trial._trial_id, settings.heartbeat_interval_s):
                 outcome = evaluate(trial.number, setup)
             stats.probed += 1
         for key, value in outcome.attrs.items():

@@ -1,0 +1,124 @@
+"""Once per study: of a fleet's workers one measures the default env and one confirms the winner, the others
+say who does (or show what was found).
+
+A job's claim is a study system attribute, e.g. ``envmatrix:confirm_claim`` = {id, worker_host, worker_pid,
+worker_started, at}, set only where absent (search.ownership.insert_study_attr: one insert wins). Its owner
+refreshes ``envmatrix:confirm_beat`` = {claim, t} while it works, and writes the job's result (the study user
+attribute ``confirmation`` or ``baseline``) with the claim's id (``claim``), the worker (``by``) and, for the
+confirmation, the finished trials it ranked (``over``). A worker reads them (:func:`job_role`):
+
+- no claim: it claims;
+- the claim's result is written and ranks as many finished trials as the study holds: done, it shows that result;
+- that result ranks fewer (trials were added since, e.g. a resumed study): it takes the claim over, runs the job again;
+- a claim without its result whose owner is alive: it defers (says who runs the job) and goes on;
+- such a claim whose owner is gone (same host, dead pid) or silent past ``heartbeat_grace_s``: it takes it over
+  (search.ownership.replace_study_attr: of several takers one wins).
+
+:func:`job_role` is pure; :func:`claim` reads and writes the study, starts nothing.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any, Mapping, Optional
+
+from envmatrix.search.confirm import CONFIRM_ATTR
+from envmatrix.search.ownership import insert_study_attr, pause_at, replace_study_attr, study_system_attr
+from envmatrix.search.study import BASELINE_ATTR, Worker, counts_toward_budget, stale_reason
+
+CONFIRM_JOB, BASELINE_JOB = "confirm", "baseline"  # the jobs run once per study; JOBS: where each stores its result
+JOBS = {CONFIRM_JOB: CONFIRM_ATTR, BASELINE_JOB: BASELINE_ATTR}
+CLAIM = "claim"  # nobody has claimed the job: claim it
+TAKE_OVER = "take_over"  # a stale claim or a stale result: replace the claim
+DEFER = "defer"  # a live worker has claimed it
+DONE = "done"  # its result is written and current
+
+
+def claim_key(job: str) -> str:
+    return f"envmatrix:{job}_claim"
+
+
+def beat_key(job: str) -> str:
+    return f"envmatrix:{job}_beat"
+
+
+@dataclass(frozen=True)
+class Role:
+    kind: str  # CLAIM, TAKE_OVER, DEFER or DONE
+    reason: str
+
+
+def who(held: Mapping[str, Any]) -> str:
+    return f"worker {held.get('worker_host')}:{held.get('worker_pid')}"
+
+
+def job_role(held: Optional[Mapping[str, Any]], beat: Optional[Mapping[str, Any]], result: Optional[Mapping[str, Any]],
+             finished: int, here: str, now: float, grace_s: float) -> Role:
+    """What this worker does about a once-per-study job (see the module doc): ``held`` its claim, ``beat`` the
+    claim's liveness record, ``result`` what the job stored; ``finished``: the study's finished trials that count
+    (search.study.counts_toward_budget), 0 for a job that ranks none (the baseline)."""
+    if not held:
+        return Role(CLAIM, "no worker has claimed it")
+    if result and result.get("claim") == held.get("id"):  # the claim's own result
+        over = int(result.get("over") or 0)
+        if over >= finished:
+            return Role(DONE, f"{who(held)} has done it" + (f" over {over} finished trials" if over else ""))
+        return Role(TAKE_OVER, f"{who(held)} did it over {over} finished trials; the study now holds {finished}")
+    beat_t = beat.get("t") if beat and beat.get("claim") == held.get("id") else None
+    attrs = {**held, "heartbeat": beat_t} if beat_t is not None else dict(held)
+    stale = stale_reason(attrs, here, now, grace_s, held.get("at"))
+    if stale is not None:
+        return Role(TAKE_OVER, f"{who(held)} claimed it, but {stale}")
+    return Role(DEFER, f"{who(held)} has claimed it")
+
+
+def finished_trials(study: Any) -> int:
+    from optuna.trial import TrialState
+
+    done = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.FAIL))
+    return sum(counts_toward_budget(t) for t in done)
+
+
+@dataclass(frozen=True)
+class Claim:
+    role: Role
+    held: Optional[Mapping[str, Any]]  # the claim as it stands (this worker's own when it won it)
+    result: Optional[Mapping[str, Any]]  # DONE: the job's current result
+
+    @property
+    def mine(self) -> bool:
+        return self.role.kind in (CLAIM, TAKE_OVER)
+
+
+def claim(study: Any, job: str, worker: Worker, grace_s: float, attempts: int = 5) -> Claim:
+    """Read ``job``'s claim, beat and result and act on :func:`job_role`: a CLAIM or TAKE_OVER that this worker
+    won (the claim is now its own), or a DEFER / DONE to report. A lost race reads again."""
+    for _ in range(attempts):
+        held = study_system_attr(study, claim_key(job))
+        result = study.user_attrs.get(JOBS[job])
+        finished = finished_trials(study) if job == CONFIRM_JOB else 0
+        role = job_role(held, study_system_attr(study, beat_key(job)), result, finished, worker.host, time.time(), grace_s)
+        if role.kind in (DEFER, DONE):
+            return Claim(role, held, result if role.kind == DONE else None)
+        mine = {"id": uuid.uuid4().hex, **worker.attrs(), "at": time.time()}
+        won = (insert_study_attr(study, claim_key(job), mine) if role.kind == CLAIM
+               else replace_study_attr(study, claim_key(job), str(held["id"]), mine))  # type: ignore[index]
+        if won:
+            pause_at(f"{job}_claimed")
+            return Claim(role, mine, None)
+    raise RuntimeError(f"search: the {job} claim of study {study.study_name!r} changed hands {attempts} times "
+                       "while this worker read it")
+
+
+def beat(study: Any, job: str, held: Mapping[str, Any]) -> None:
+    """Refresh the liveness record of this worker's claim on ``job``."""
+    study._storage.set_study_system_attr(study._study_id, beat_key(job), {"claim": held["id"], "t": time.time()})
+
+
+def store_result(study: Any, job: str, held: Mapping[str, Any], result: Mapping[str, Any]) -> dict[str, Any]:
+    """The job's result into the study, stamped with the claim and worker that produced it."""
+    stamped = {**result, "claim": held["id"], "by": who(held)}
+    study.set_user_attr(JOBS[job], stamped)
+    return stamped
