@@ -28,6 +28,7 @@ Families (each seed draws a new landscape of that family):
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import random
 import statistics
@@ -59,6 +60,10 @@ SPACES = {
                  "NCCL_MIN_NCHANNELS": [None, 4, 8, 16, 32], "NCCL_BUFFSIZE": [None, 2 * M, 8 * M],
                  "NCCL_NTHREADS": [None, 128, 256, 512], "NCCL_SOCKET_NTHREADS": SOCK, "NCCL_NSOCKS_PERTHREAD": SOCK,
                  "NCCL_P2P_NET_CHUNKSIZE": [None, 128 * K]},
+    "heldout_b": {"NCCL_ALGO": [None, "Ring", "Tree"], "NCCL_PROTO": [None, "LL", "LL128", "Simple"],
+                  "NCCL_MIN_NCHANNELS": [None, 4, 8, 16, 32], "NCCL_BUFFSIZE": [None, M, 4 * M, 16 * M],
+                  "NCCL_NTHREADS": [None, 64, 128, 256, 512], "NCCL_SOCKET_NTHREADS": SOCK,
+                  "NCCL_NSOCKS_PERTHREAD": SOCK, "NCCL_P2P_NET_CHUNKSIZE": [None, 512 * K]},
 }
 # NCCL's own value for an unset variable, where it is one of the listed values (its position on the axis)
 NCCL_DEFAULTS = {"NCCL_SOCKET_NTHREADS": "1", "NCCL_NSOCKS_PERTHREAD": "1", "NCCL_NTHREADS": "512",
@@ -163,6 +168,24 @@ def family_table(family: str, seed: int) -> tuple[SearchSpace, dict[tuple, Optio
         def fails(r: tuple) -> bool:
             return (sockets(space, r) > 64 or (val(r, "NCCL_ALGO") == "Tree" and val(r, "NCCL_PROTO") == "LL")
                     or (val(r, "NCCL_NTHREADS") == "512" and val(r, "NCCL_MIN_NCHANNELS") in ("16", "32")))
+    elif family == "heldout_b":
+        a, p = names.index("NCCL_ALGO"), names.index("NCCL_PROTO")
+        c, b, t = names.index("NCCL_MIN_NCHANNELS"), names.index("NCCL_BUFFSIZE"), names.index("NCCL_NTHREADS")
+        ch = names.index("NCCL_P2P_NET_CHUNKSIZE")
+        base = {(i, j): rng.uniform(0.45, 1.0) for i in range(3) for j in range(4)}
+        cpeak, tpeak = {j: rng.random() for j in range(4)}, {i: rng.random() for i in range(3)}
+        bc_peak, s_peak, chunk = rng.uniform(0.6, 1.4), rng.uniform(0.3, 0.9), rng.uniform(0.85, 1.1)
+        for r in rows:
+            v = base[(r[a], r[p])] * bump(pos[c](r[c]), cpeak[r[p]], 0.45, 0.55) * bump(pos[t](r[t]), tpeak[r[a]], 0.4, 0.5)
+            v *= bump(pos[b](r[b]) + pos[c](r[c]), bc_peak, 0.5, 0.6) * (chunk if r[ch] else 1.0)  # buffers x channels
+            v *= bump(math.log2(sockets(space, r)) / 6, s_peak, 0.35, 0.45)
+            broad[r] = v
+        narrow = _narrow(space, rng, broad, [p, c, b, t, ch, names.index("NCCL_NSOCKS_PERTHREAD")], 0.72, 0.5)
+
+        def fails(r: tuple) -> bool:
+            return (sockets(space, r) > 64 or (val(r, "NCCL_ALGO") == "Tree" and val(r, "NCCL_PROTO") == "LL")
+                    or (val(r, "NCCL_PROTO") == "LL128" and val(r, "NCCL_NTHREADS") == "64")
+                    or (val(r, "NCCL_BUFFSIZE") == str(16 * M) and val(r, "NCCL_MIN_NCHANNELS") == "32"))
     else:
         raise SystemExit(f"unknown family {family!r}")
     top = max(broad.values())
@@ -224,6 +247,113 @@ def run_one(space: SearchSpace, table: dict, sampler: str, seed: int, trials: in
             "probed": len(order), "wall": wall, "exported_fails": table[row] is None}
 
 
+RECORDED_1X4 = REPO / "benchmarks" / "results" / "h200_search" / "exhaustive_1x4.sqlite.gz"
+
+
+def recorded_tables(size: str) -> tuple[dict, dict]:
+    """The recorded 1x4 H200 landscape (48 configs, benchmarks/search_efficiency_h200.md): its objective (allreduce x2
+    + allgather busbw, geometric mean) at 256M and the same objective at ``size``, per config."""
+    from search_efficiency import load_search, table_from_store
+
+    space, objectives, grids = load_search(REPO / "conf" / "search_h200_1x4.yaml")
+    cheap = parse_objectives({"collectives": ["allreduce", "allgather"], "size": size, "weights": {"allreduce": 2}}, "cheap", grids)
+    full = {r: v[0] for r, v in table_from_store(RECORDED_1X4, space, objectives).items()}
+    return {r: v[0] for r, v in table_from_store(RECORDED_1X4, space, cheap).items()}, full
+
+
+def _recorded_db(path: Path) -> Any:
+    """The recorded store, unzipped into memory (sqlite3 connection)."""
+    import gzip
+    import sqlite3
+
+    db = sqlite3.connect(":memory:")
+    db.deserialize(gzip.decompress(path.read_bytes()))
+    return db
+
+
+def recorded_probe_costs() -> list[str]:
+    """What a cheaper fidelity could save on the recorded H200 landscapes: a probe's wall time (launch, NCCL init,
+    bench, teardown) against its timed iterations at the objective's 256M (warm-up included)."""
+    lines = ["| recorded landscape | probes | probe wall s (median) | 256M iterations s (median) | their share |", "|---|---|---|---|---|"]
+    for grid in ("1x4", "2x2"):
+        db = _recorded_db(RECORDED_1X4.with_name(f"exhaustive_{grid}.sqlite.gz"))
+        walls, timed = [], []
+        for seq, started, finished in db.execute("SELECT seq, started, finished FROM results WHERE outcome = 'pass'"):
+            walls.append(float(finished) - float(started))
+            timed.append(sum(t * (json.loads(j)["iters"] + 5) for t, j in db.execute(
+                "SELECT time_us, row_json FROM metrics WHERE seq = ? AND size_bytes = ?", (seq, 256 * M))) / 1e6)
+        lines.append(f"| H200 {grid} | {len(walls)} | {statistics.median(walls):.1f} | {statistics.median(timed):.2f} | "
+                     f"{statistics.median(timed) / statistics.median(walls):.0%} |")
+    return lines
+
+
+def recorded_latency_shares() -> list[float]:
+    """Per (config, collective) of the recorded 1x4 landscape: the share of a 16M iteration that does not scale with
+    the size (t = a + s/b fitted through 16M and 256M), clipped at 0 (noise makes a few slightly negative)."""
+    times: dict[tuple, dict[int, float]] = {}
+    for seq, coll, size, t in _recorded_db(RECORDED_1X4).execute("SELECT seq, collective, size_bytes, time_us FROM metrics"):
+        times.setdefault((seq, coll), {})[int(size)] = float(t)
+    small, big = 16 * M, 256 * M
+    out = []
+    for t in times.values():
+        if small in t and big in t:
+            per_byte = (t[big] - t[small]) / (big - small)
+            out.append(max(0.0, (t[small] - per_byte * small) / t[small]))
+    return out
+
+
+def cheap_tables(family: str, seed: int, shares: list[float]) -> tuple[dict, dict, dict]:
+    """(16M, 5 iterations, full) noise-free-ish values of the allowed working configs of one landscape.
+    16M: each (ALGO, PROTO, MIN_NCHANNELS) cell gets a latency share drawn from the recorded 1x4 shares, so a 16M
+    measurement is full x (1 - share); 5 iterations instead of 20: the full value with twice the +-3% noise."""
+    space, table = family_table(family, seed)
+    rng = random.Random(f"fidelity-{family}-{seed}")
+    names = list(space.vars)
+    cell = [names.index(v) for v in ("NCCL_ALGO", "NCCL_PROTO", "NCCL_MIN_NCHANNELS")]
+    share: dict[tuple, float] = {}
+    full = {r: v for r, v in table.items() if v is not None}
+    small = {}
+    for r, v in full.items():
+        key = tuple(r[k] for k in cell)
+        if key not in share:
+            share[key] = rng.choice(shares)
+        small[r] = v * (1 - share[key]) * (1 + rng.uniform(-NOISE, NOISE))
+    few = {r: v * (1 + rng.uniform(-2 * NOISE, 2 * NOISE)) for r, v in full.items()}
+    return small, few, full
+
+
+def fidelity_report(families: list[str], seeds: range) -> list[str]:
+    """Does a cheap fidelity rank configs as the full one does? Spearman over every working config and over the
+    top 5% or 10 configs (where a search decides), the full best's rank under the cheap one, and the regret of trusting it."""
+    from envmatrix.search.fidelity import compare
+
+    lines = ["| landscape | cheap fidelity | configs | rank correlation (all) | rank correlation (top 5%, >= 10 configs) | "
+             "full best's rank by cheap | regret of the cheap winner |", "|---|---|---|---|---|---|---|"]
+
+    def row(name: str, fid: str, cheap: dict, full: dict) -> str:
+        top = sorted(full, key=full.get)[-max(10, len(full) // 20):]
+        allc, topc = compare(cheap, full), compare({r: cheap[r] for r in top}, {r: full[r] for r in top})
+        return f"| {name} | {fid} | {allc.configs} | {allc.rho:.3f} | {topc.rho:.3f} | {allc.best_rank} | {allc.regret:.3f} |"
+
+    for size in ("16M", "1M"):
+        cheap, full = recorded_tables(size)
+        lines.append(row("recorded H200 1x4 (objective at 256M)", f"{size}, 20 iterations", cheap, full))
+    shares = recorded_latency_shares()
+    for family in families:
+        per: dict[str, list] = {"16M (recorded latency shares)": [], "5 iterations (+-6% noise)": []}
+        for seed in seeds:
+            small, few, full = cheap_tables(family, seed, shares)
+            per["16M (recorded latency shares)"].append((small, full))
+            per["5 iterations (+-6% noise)"].append((few, full))
+        for fid, pairs in per.items():
+            rows = [row(family, fid, c, f) for c, f in pairs]
+            cells = [r.strip("|").split("|") for r in rows]
+            med = lambda i: statistics.median(float(c[i]) for c in cells)  # noqa: E731
+            lines.append(f"| {family}, seeds {seeds.start}-{seeds.stop - 1} (median) | {fid} | {cells[0][2].strip()} | "
+                         f"{med(3):.3f} | {med(4):.3f} | {statistics.median(int(c[5]) for c in cells):.0f} | {med(6):.3f} |")
+    return lines + [""] + recorded_probe_costs()
+
+
 def main(argv: Optional[list[str]] = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--families", default="scale8")
@@ -232,7 +362,14 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("--first-seed", type=int, default=0, help="seeds first-seed .. first-seed+seeds-1")
     ap.add_argument("--trials", type=int, default=150)
     ap.add_argument("--out", type=Path)
+    ap.add_argument("--fidelity", action="store_true", help="rank correlation of cheap fidelities instead of searches")
     args = ap.parse_args(argv)
+    if args.fidelity:
+        text = "\n".join(fidelity_report(args.families.split(","), range(args.first_seed, args.first_seed + args.seeds))) + "\n"
+        print(text, end="")
+        if args.out:
+            args.out.write_text(text)
+        return 0
     lines = ["| family | configs | failing | sampler | median exported/optimum | worst seed | seeds >= 0.95 | worst exported/default "
              "| failed trials (median) | exported a failing env | wall s/run (median) |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for family in args.families.split(","):

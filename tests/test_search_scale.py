@@ -157,3 +157,57 @@ def test_budget_s_stops_the_study_before_its_trials():
 
     stats = run_search(study, space, parse_objectives(None, "bench", ["1x1"]), slow, settings)
     assert 2 <= stats.told < 20 and stats.stop_reason.startswith("search.budget_s=0.3 spent after")
+
+
+def test_rank_correlation_is_spearmans_rho_with_ties_at_their_mean_rank():
+    from envmatrix.search.fidelity import rank_correlation, ranks
+
+    assert ranks([3.0, 1.0, 1.0, 2.0]) == [4.0, 1.5, 1.5, 3.0]
+    assert rank_correlation([1, 2, 3, 4], [1, 3, 2, 4]) == pytest.approx(0.8)  # 1 - 6 * 2 / (4 * 15)
+    xs, ys = [5.0, 1.0, 1.0, 3.0, 8.0, 2.0], [2.0, 0.5, 0.7, 0.7, 9.0, 1.0]
+    # ranks [5, 1.5, 1.5, 4, 6, 3] and [5, 1, 2.5, 2.5, 6, 4]: sum of products of deviations 14.75, each variance sum 17
+    assert rank_correlation(xs, ys) == pytest.approx(14.75 / 17)
+    assert rank_correlation([1, 2, 3], [3, 2, 1]) == pytest.approx(-1.0)
+    assert rank_correlation([1, 1, 1], [1, 2, 3]) == 0.0
+    with pytest.raises(ValueError, match="2 and 3"):
+        rank_correlation([1, 2], [1, 2, 3])
+
+
+def test_compare_names_the_full_best_under_the_cheap_ranking_and_the_regret():
+    from envmatrix.search.fidelity import compare
+
+    full = {"a": 10.0, "b": 9.0, "c": 5.0, "d": 1.0}
+    same = compare({"a": 3.0, "b": 2.0, "c": 1.5, "d": 1.0, "x": 99.0}, full)  # x: measured cheaply only
+    assert same.configs == 4 and same.rho == pytest.approx(1.0) and same.best_rank == 1 and same.regret == 0.0
+    assert same.predicts
+    swapped = compare({"a": 2.0, "b": 3.0, "c": 1.0, "d": 0.5}, full)
+    assert swapped.best_rank == 2 and swapped.regret == pytest.approx(0.1) and swapped.rho == pytest.approx(0.8)
+    assert swapped.predicts  # 0.8: the threshold itself
+    assert not compare({"a": 1.0, "b": 2.0, "c": 3.0, "d": 4.0}, full).predicts
+
+
+def test_fidelity_of_names_what_the_objective_read():
+    from envmatrix.search.fidelity import fidelity_of
+
+    rows = [{"collective": c, "size_bytes": s, "busbw_gbps": 1.0, "iters": 20} for c in ("allreduce", "allgather")
+            for s in (1 << 20, 1 << 28)]
+    both = parse_objectives({"collectives": ["allreduce", "allgather"], "size": "256M"}, "t", ["1x4"])[0]
+    assert fidelity_of(both, {"1x4": rows}) == "allreduce@256M x20, allgather@256M x20"
+    largest = parse_objectives({"collective": "allreduce"}, "t", ["1x4"])[0]  # size: max
+    assert fidelity_of(largest, {"1x4": rows, "2x2": rows}) == "allreduce@256M x20"
+
+
+@pytest.mark.slow
+def test_every_trial_records_its_fidelity_and_search_md_shows_it(cli, tmp_path):
+    from optuna.trial import TrialState
+    from search_helpers import gloo_bench_search_conf, load, run_search
+
+    conf = gloo_bench_search_conf(tmp_path / "g.yaml", "gloo_fidelity", '  space: {TORCH_DISTRIBUTED_DEBUG: ["OFF", INFO]}\n'
+                                  "  confirm_top_k: 0")
+    out = tmp_path / "run"
+    done = run_search(cli, "search", f"conf={conf}", "--out", str(out))
+    assert done.returncode == 0, done.stdout + done.stderr
+    trials = load(out, "gloo_fidelity").get_trials(states=(TrialState.COMPLETE,))
+    assert len(trials) == 2 and {t.user_attrs["fidelity"] for t in trials} == {"allreduce@16K x3"}
+    md = (out / "search.md").read_text()
+    assert "- fidelity: allreduce@16K x3" in md and "| fidelity |" in md

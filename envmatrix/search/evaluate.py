@@ -14,6 +14,7 @@ from typing import Any, Mapping, Sequence
 
 from envmatrix.env.atoms import Setup
 from envmatrix.planning.grid import Grid
+from envmatrix.search.fidelity import FIDELITY_ATTR, fidelity_of
 from envmatrix.search.objective import EvalOutcome, MissingMetric, Objective, compact_metrics, evaluate
 
 NO_METRIC = "no_metric"
@@ -53,6 +54,7 @@ class ProbeEvaluator:
             attrs["shared_gpu"] = shared
         try:
             values = [evaluate(o, metrics) for o in self.objectives]
+            attrs[FIDELITY_ATTR] = fidelity_of(self.objectives[0], metrics)  # what the values were read from
             attrs["per_grid"] = {
                 g: [_safe_eval(o, {g: rows}) for o in self.objectives] for g, rows in metrics.items()
             }

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Iterator, Mapping, Optional, Sequence
 
 from envmatrix.bench.aggregate import headline_rows
 from envmatrix.bench.sizes import format_size, parse_size
@@ -133,25 +133,30 @@ def _row(rows: Sequence[Mapping[str, Any]], collective: str, size: Optional[int]
     return hits[0] if hits else None
 
 
-def evaluate(objective: Objective, metrics: Mapping[str, Sequence[Mapping[str, Any]]]) -> float:
-    """Weighted geometric mean over (grid, collective, size); raises MissingMetric."""
-    key = METRICS[objective.metric][0]
-    total_w, acc = 0.0, 0.0
+def terms(objective: Objective, metrics: Mapping[str, Sequence[Mapping[str, Any]]]) -> Iterator[tuple[str, Mapping[str, Any]]]:
+    """(grid, bench row) of every term the objective reads; raises MissingMetric for a term with no row."""
     for grid, rows in metrics.items():
         if objective.grids and grid not in objective.grids:
             continue
         for collective in objective.collectives:
             for size in objective.sizes:
                 row = _row(rows, collective, size)
-                shown = "max size" if size is None else format_size(size)
                 if row is None:
-                    raise MissingMetric(f"no {collective} row at {shown} on {grid}")
-                value = row.get(key)
-                if value is None or not value > 0:
-                    raise MissingMetric(f"{collective} at {shown} on {grid}: {key} is {value!r}")
-                w = objective.weight(collective, int(row["size_bytes"]))
-                total_w += w
-                acc += w * math.log(float(value))
+                    raise MissingMetric(f"no {collective} row at {'max size' if size is None else format_size(size)} on {grid}")
+                yield grid, row
+
+
+def evaluate(objective: Objective, metrics: Mapping[str, Sequence[Mapping[str, Any]]]) -> float:
+    """Weighted geometric mean over (grid, collective, size); raises MissingMetric."""
+    key = METRICS[objective.metric][0]
+    total_w, acc = 0.0, 0.0
+    for grid, row in terms(objective, metrics):
+        value = row.get(key)
+        if value is None or not value > 0:
+            raise MissingMetric(f"{row['collective']} at {format_size(int(row['size_bytes']))} on {grid}: {key} is {value!r}")
+        w = objective.weight(str(row["collective"]), int(row["size_bytes"]))
+        total_w += w
+        acc += w * math.log(float(value))
     if not total_w:
         raise MissingMetric(f"objective {objective.name}: no term applies to grids {', '.join(metrics)}")
     return math.exp(acc / total_w)

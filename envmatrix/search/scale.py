@@ -37,7 +37,7 @@ import random
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
-from envmatrix.search.structured import Layout, Row, Score, _with
+from envmatrix.search.structured import Layout, Row, Score, _with, make_plan_sampler
 
 # ``structured`` hands spaces of this many configs to this plan: the 120- to 2,016-config landscapes keep the
 # descent that exports their optimum (benchmarks/search_landscapes.md); 20k+ need exploration first
@@ -265,54 +265,9 @@ def make_scale_sampler(values: Sequence[Sequence[Optional[str]]], names: Sequenc
                        forbidden: Callable[[Row], bool], seed: int) -> Any:
     """An Optuna sampler proposing :func:`next_row` for objective 0 (failed trials teach the failure model;
     forbidden ones, PRUNED, are known from the space and teach nothing)."""
-    import optuna
-    from optuna.trial import TrialState
-
     layout = Layout.of(values)
-    index = {name: k for k, name in enumerate(names)}
 
-    class ScaleSampler(optuna.samplers.BaseSampler):
-        def __init__(self) -> None:
-            self._planned: dict[int, Row] = {}
-            self._fallback = optuna.samplers.RandomSampler(seed=seed)
+    def plan(measured: dict[Row, Score], pending: list[Row], failed: set[Row], number: int) -> Optional[Row]:
+        return next_row(layout, measured, pending, forbidden, seed, failed)
 
-        def infer_relative_search_space(self, study: Any, trial: Any) -> dict:
-            return {}
-
-        def sample_relative(self, study: Any, trial: Any, search_space: Any) -> dict:
-            return {}
-
-        def _plan(self, study: Any, trial: Any) -> Optional[Row]:
-            sign = 1.0 if study.directions[0] == optuna.study.StudyDirection.MAXIMIZE else -1.0
-            measured: dict[Row, Score] = {}
-            failed, pending = set(), []
-            for t in sorted(study.get_trials(deepcopy=False), key=lambda t: t.number):
-                if t.number == trial.number or len(t.params) != len(names):
-                    continue
-                try:
-                    row = tuple(list(values[index[n]]).index(t.params[n]) for n in names)
-                except (KeyError, ValueError):
-                    continue
-                if t.state == TrialState.COMPLETE:
-                    s = sign * t.values[0]
-                    if measured.get(row) is None or s > measured[row]:
-                        measured[row] = s
-                elif t.state == TrialState.FAIL:
-                    failed.add(row)
-                    measured.setdefault(row, None)
-                elif t.state in (TrialState.RUNNING, TrialState.WAITING):
-                    pending.append(row)
-            return next_row(layout, measured, pending, forbidden, seed, failed)
-
-        def sample_independent(self, study: Any, trial: Any, param_name: str, param_distribution: Any) -> Any:
-            if trial.number not in self._planned:
-                row = self._plan(study, trial)
-                if row is None:
-                    return self._fallback.sample_independent(study, trial, param_name, param_distribution)
-                self._planned = {trial.number: row}
-            k = index.get(param_name)
-            if k is None:
-                return self._fallback.sample_independent(study, trial, param_name, param_distribution)
-            return values[k][self._planned[trial.number][k]]
-
-    return ScaleSampler()
+    return make_plan_sampler("ScaleSampler", values, names, seed, plan, pruned_teaches=False)

@@ -200,14 +200,55 @@ def next_row(layout: Layout, measured: Mapping[Row, Score], pending: Iterable[Ro
 
 def make_structured_sampler(values: Sequence[Sequence[Optional[str]]], names: Sequence[str],
                             forbidden: Callable[[Row], bool], seed: int) -> Any:
-    """An Optuna sampler that proposes :func:`next_row` for objective 0 of the study."""
+    """An Optuna sampler that proposes :func:`next_row` for objective 0 of the study (failed and forbidden trials
+    are measured rows with no score)."""
+    layout = Layout.of(values)
+
+    def plan(measured: dict[Row, Score], pending: list[Row], failed: set[Row], number: int) -> Optional[Row]:
+        return next_row(layout, measured, pending, forbidden, seed + number)
+
+    return make_plan_sampler("StructuredSampler", values, names, seed, plan, pruned_teaches=True)
+
+
+# measured rows (trial order; None: failed or, where it teaches, forbidden), pending rows, failed rows, trial number
+Plan = Callable[[dict[Row, Score], list[Row], set[Row], int], Optional[Row]]
+
+
+def make_plan_sampler(name: str, values: Sequence[Sequence[Optional[str]]], names: Sequence[str], seed: int,
+                      plan: Plan, pruned_teaches: bool) -> Any:
+    """An Optuna ``BaseSampler`` (class ``name``) that replays the study's trials into rows and proposes ``plan``'s
+    row, one row per trial (every parameter of the trial from it); Optuna's random sampler where the plan has none.
+    ``pruned_teaches``: a PRUNED (forbidden) trial counts as a measured row without a score."""
     import optuna
     from optuna.trial import TrialState
 
-    layout = Layout.of(values)
-    index = {name: k for k, name in enumerate(names)}
+    index = {n: k for k, n in enumerate(names)}
 
-    class StructuredSampler(optuna.samplers.BaseSampler):
+    def rows_of(study: Any, trial: Any) -> tuple[dict[Row, Score], list[Row], set[Row]]:
+        sign = 1.0 if study.directions[0] == optuna.study.StudyDirection.MAXIMIZE else -1.0
+        measured: dict[Row, Score] = {}
+        failed: set[Row] = set()
+        pending: list[Row] = []
+        for t in sorted(study.get_trials(deepcopy=False), key=lambda t: t.number):
+            if t.number == trial.number or len(t.params) != len(names):
+                continue
+            try:
+                row = tuple(list(values[index[n]]).index(t.params[n]) for n in names)
+            except (KeyError, ValueError):
+                continue
+            if t.state == TrialState.COMPLETE:
+                s = sign * t.values[0]
+                if measured.get(row) is None or s > measured[row]:
+                    measured[row] = s
+            elif t.state == TrialState.FAIL or (t.state == TrialState.PRUNED and pruned_teaches):
+                if t.state == TrialState.FAIL:
+                    failed.add(row)
+                measured.setdefault(row, None)
+            elif t.state in (TrialState.RUNNING, TrialState.WAITING):
+                pending.append(row)
+        return measured, pending, failed
+
+    class _PlanSampler(optuna.samplers.BaseSampler):
         def __init__(self) -> None:
             self._planned: dict[int, Row] = {}
             self._fallback = optuna.samplers.RandomSampler(seed=seed)
@@ -218,30 +259,9 @@ def make_structured_sampler(values: Sequence[Sequence[Optional[str]]], names: Se
         def sample_relative(self, study: Any, trial: Any, search_space: Any) -> dict:
             return {}
 
-        def _plan(self, study: Any, trial: Any) -> Optional[Row]:
-            sign = 1.0 if study.directions[0] == optuna.study.StudyDirection.MAXIMIZE else -1.0
-            measured: dict[Row, Score] = {}
-            pending = []
-            for t in study.get_trials(deepcopy=False):
-                if t.number == trial.number or len(t.params) != len(names):
-                    continue
-                try:
-                    row = tuple(list(values[index[n]]).index(t.params[n]) for n in names)
-                except (KeyError, ValueError):
-                    continue
-                if t.state == TrialState.COMPLETE:
-                    s = sign * t.values[0]
-                    if measured.get(row) is None or s > measured[row]:
-                        measured[row] = s
-                elif t.state in (TrialState.FAIL, TrialState.PRUNED):
-                    measured.setdefault(row, None)
-                elif t.state in (TrialState.RUNNING, TrialState.WAITING):
-                    pending.append(row)
-            return next_row(layout, measured, pending, forbidden, seed + trial.number)
-
         def sample_independent(self, study: Any, trial: Any, param_name: str, param_distribution: Any) -> Any:
             if trial.number not in self._planned:
-                row = self._plan(study, trial)
+                row = plan(*rows_of(study, trial), trial.number)
                 if row is None:
                     return self._fallback.sample_independent(study, trial, param_name, param_distribution)
                 self._planned = {trial.number: row}
@@ -250,4 +270,4 @@ def make_structured_sampler(values: Sequence[Sequence[Optional[str]]], names: Se
                 return self._fallback.sample_independent(study, trial, param_name, param_distribution)
             return values[k][self._planned[trial.number][k]]
 
-    return StructuredSampler()
+    return type(name, (_PlanSampler,), {})()

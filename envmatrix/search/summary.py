@@ -6,10 +6,12 @@ fleet of workers); :func:`render_markdown` and :func:`print_report` show it.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from envmatrix.search.export import ranked, study_meta
+from envmatrix.search.fidelity import FIDELITY_ATTR
 from envmatrix.search.space import varied
 from envmatrix.search.study import BASELINE_ATTR, WORKER_LOST
 
@@ -73,6 +75,11 @@ def build_report(study: Any, top_k: int = 10, storage_hint: str = "") -> SearchR
     rep.summary.append(f"space: {', '.join(f'{v} {len(space.choices(v))}' for v in names)} = {space.size} combinations, "
                        f"{len(space.allowed_rows())} allowed; fixed: {' '.join(str(a) for a in space.fixed.atoms) or '-'}")
     rep.summary.append("trials: " + ", ".join(f"{n} {k}" for k, n in sorted(states.items())))
+    fidelities = Counter(str(t.user_attrs[FIDELITY_ATTR]) for t in trials
+                         if t.state == TrialState.COMPLETE and t.user_attrs.get(FIDELITY_ATTR) is not None)
+    if fidelities:  # one line per study: several fidelities in one ranking would be named here
+        rep.summary.append("fidelity: " + "; ".join(f"{f} ({n} trials)" if len(fidelities) > 1 else f
+                                                     for f, n in fidelities.items()))
     order = ranked(study, objectives)
     if not order:
         rep.notes.append("no completed trial yet")
@@ -81,8 +88,9 @@ def build_report(study: Any, top_k: int = 10, storage_hint: str = "") -> SearchR
         setup = space.setup_of_params(best.params)
         rep.best_env = setup.shell_lines() or ["(inherited env only)"]
         rep.summary.append(f"best: trial {best.number}, " + ", ".join(f"{o.name} = {_fmt(v)}" for o, v in zip(objectives, best.values)))
-        header = ["#", "trial", *[o.name for o in objectives], "params"]
-        rows = [[str(i), str(t.number), *[_fmt(v) for v in t.values], _params(t, names)] for i, t in enumerate(order[:top_k], 1)]
+        header = ["#", "trial", *[o.name for o in objectives], "fidelity", "params"]
+        rows = [[str(i), str(t.number), *[_fmt(v) for v in t.values], str(t.user_attrs.get(FIDELITY_ATTR, "-")), _params(t, names)]
+                for i, t in enumerate(order[:top_k], 1)]
         rep.tables.append((f"top {min(top_k, len(order))} by {objectives[0].name}", (header, rows)))
         base = study.user_attrs.get(BASELINE_ATTR)
         kept = bool((study.user_attrs.get("confirmation") or {}).get("keep_default"))
