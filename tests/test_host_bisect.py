@@ -240,9 +240,10 @@ def test_a_rate_limited_host_is_found_slow_against_the_configs_expect_threshold(
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-2000:]
     report = json.loads((tmp_path / "run" / "host_bisect.json").read_text())
     assert report["culprits"] == [["node1"]] and report["exclude"] == ["node1"] and report["complete"]
-    assert report["verdicts"]["node1"]["status"] == "slow" and report["verdicts"]["node1"]["why"] == "slow with any good partner"
+    # the pairs are judged against each other (issue 39): its figures, not the floor, name it, saying how sure
+    assert report["verdicts"]["node1"]["status"] == "slow" and report["verdicts"]["node1"]["why"].startswith("slow in 2 of 2 of its pairs")
     assert {h: v["status"] for h, v in report["verdicts"].items() if h != "node1"} == {"node0": "ok", "node2": "ok", "node3": "ok"}
-    assert report["rounds"] == 3  # pairs, suspects with good anchors, node1 alone + the rest together
+    assert report["rounds"] == 3  # two pair rounds, node1 alone + the rest together
     alone = [e for e in report["evidence"] if e["hosts"] == ["node1"]]
     assert [e["verdict"] for e in alone] == ["ok"]  # fine alone: only its link is slow
     assert "exclude: node1\n" in proc.stdout

@@ -107,9 +107,10 @@ def check_request(request: BisectRequest) -> BisectInput:
         raise ConfigError(f"--baseline {request.baseline}: with --hosts a recorded run directory (its busbw less --tolerance "
                           "are the slow floors), and there is none; allowed: the --out of a sweep or bench "
                           "(a passing SETUP is --baseline of env bisect: --failing / --env-file)")
-    # Host bisect judges slow like sweep/bench: --baseline is a recorded run there, a setup name everywhere else.
+    # Host bisect's --baseline is a recorded run, a setup name everywhere else; host bisect reads it itself
+    # (app.host_bisect.pair_baseline: a run that cannot judge its pairs is inconclusive, exit 3, not bad input).
     if request.hosts:
-        prepared = prepare(overrides, request.allow_unknown_vars, request.baseline, request.tolerance)
+        prepared = prepare(overrides, request.allow_unknown_vars, None, None if request.baseline else request.tolerance)
     else:
         prepared = prepare(overrides, request.allow_unknown_vars)
     inp = prepared.inp

@@ -20,6 +20,15 @@ link). The search decodes every round's evidence (a group that passed clears its
    or more hosts) goes to the culprit search that finds culprit variables (``envmatrix.bisect.find_culprits``).
 
 So one bad host among any N costs 3 rounds, wherever it sits and whatever its kind, and a healthy cluster 2.
+
+Slow is relative when the runs measure (``relative=True``, each group's ``figure`` its bandwidth): rounds 1 and 2
+are then the pair test's rounds (planning/pairs.py; a host of an odd count sits one out), judged by
+judgement/pairs.py: each pair against its round's median, each host against its own pairs. Pair rounds go on
+until every host has played and each host with no fine pair has two bad pairs with partners fine elsewhere;
+a slow pair no slow host explains is measured once more (judged against the median of every pair): a slow link is
+slow every time, a pair slowed once by a busy machine is not. A pair's verdict is then slow when every one of its
+measurements was, and the search above convicts a host whose every pair is slow with partners fine elsewhere.
+Rounds whose pairs are mostly slow (two slow hosts among four or six) have a slow median and hide them: a limit.
 Verdicts are monotone (adding a bad host or both ends of a bad link to a group keeps it failing); a fault
 seen only in a one-host run (e.g. a slow intra-node path hidden behind the network in every multi-host
 run) is not searched for: sweep each host on its own (``hosts=[HOST] grids=[1xP]``) for that.
@@ -30,11 +39,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Optional, Sequence
 
+from envmatrix.judgement.pairs import PairFigure, PairsJudgement, judge_pairs
 from envmatrix.planning.pairs import host_pair_rounds
 
 OK, FAILING, SLOW, UNRESOLVED = "ok", "failing", "slow", "unresolved"
 VERDICTS = (OK, FAILING, SLOW, UNRESOLVED)
 _BAD = (FAILING, SLOW)
+# A pair is slow below half its round's median: healthy gloo pairs on a loaded host spread 1.7x
+# (docs/pairs.md's excerpt); a rate-limited link sits 10-100x below.
+PAIR_TOLERANCE = 0.5
 
 
 @dataclass(frozen=True)
@@ -43,6 +56,7 @@ class Evidence:
     hosts: tuple[str, ...]
     verdict: str
     run: str = ""  # where the run's result lives (run key / result dir), for the report
+    figure: Optional[float] = None  # its bandwidth (GB/s) when it ran and measured one
 
 
 RunRound = Callable[[int, list[tuple[str, ...]]], list[Evidence]]
@@ -84,6 +98,7 @@ class HostBisectResult:
     complete: bool  # the remaining hosts passed together
     evidence: list[Evidence]
     note: str = ""
+    pairs: Optional[PairsJudgement] = None  # the pair rounds' judgement (relative slowness), when they measured
 
     @property
     def exclude_line(self) -> str:
@@ -112,17 +127,22 @@ class _Rounds:
         return got
 
 
-def localise(hosts: Sequence[str], run_round: RunRound, seed: int = 0) -> HostBisectResult:
-    """The culprit hosts and host pairs of ``hosts`` (see the module docstring)."""
+def localise(hosts: Sequence[str], run_round: RunRound, seed: int = 0, relative: bool = False,
+             pair_tolerance: float = PAIR_TOLERANCE) -> HostBisectResult:
+    """The culprit hosts and host pairs of ``hosts`` (see the module docstring). ``relative``: the groups'
+    figures judge slowness in pair rounds (4 hosts or more; fewer have no round to compare a pair with)."""
     search = _Search(list(dict.fromkeys(hosts)), run_round, seed)
+    search.pair_tolerance = pair_tolerance if relative and len(search.hosts) >= 4 else None
     complete = search.run()
     hosts, rr, culprits = search.hosts, search.rr, search.culprits
     worst = {c: _worst(c, rr.evidence) for c in culprits}
     verdicts = _verdicts(hosts, culprits, worst, search.unresolved, rr.evidence)
+    if search.pairs is not None:
+        _explain_slow_hosts(verdicts, search.pairs)
     if search.unresolved:
         search.notes.append("unresolved: " + ",".join(search.unresolved))
     return HostBisectResult(hosts, verdicts, culprits, _exclude(culprits), rr.rounds, rr.runs,
-                            complete and not search.notes, rr.evidence, "; ".join(search.notes))
+                            complete and not search.notes, rr.evidence, "; ".join(search.notes), search.pairs)
 
 
 class _Search:
@@ -131,6 +151,9 @@ class _Search:
         self.culprits: list[tuple[str, ...]] = []
         self.unresolved: list[str] = []
         self.notes: list[str] = []
+        self.pair_tolerance: Optional[float] = None  # set: slowness judged relatively in pair rounds
+        self.measured: list[tuple[int, PairFigure]] = []  # (evidence index, figure) of the pair rounds
+        self.pairs: Optional[PairsJudgement] = None
 
     # --- what the evidence so far says -------------------------------------------------------------
     def known_ok(self, group: Sequence[str]) -> bool:
@@ -157,6 +180,9 @@ class _Search:
     # --- the search ----------------------------------------------------------------------------------
     def run(self) -> bool:
         """True when the remaining hosts were shown to pass together."""
+        if self.pair_tolerance is not None:
+            self._pair_rounds()
+            return self._search_from_round_one()
         idx = first_round(len(self.hosts))
         if len(self.hosts) < 2:
             for e in self.rr([tuple(self.hosts[i] for i in g) for g in idx]):
@@ -166,10 +192,64 @@ class _Search:
         for e in self.rr([tuple(self.hosts[i] for i in g) for g in idx]):
             if e.verdict == UNRESOLVED and len(self.hosts) == len(e.hosts):
                 self.unresolved += list(e.hosts)  # nothing else to test them against
+        return self._search_from_round_one()
+
+    def _search_from_round_one(self) -> bool:
         self._resolve_suspects()
         unexplained = [tuple(e.hosts) for e in self.rr.evidence if e.verdict in _BAD and not self.explained(e.hosts)]
         self._link_search(_disjoint_minimal(unexplained))
         return self._confirm()
+
+    # --- relative slowness: the pair test's rounds -----------------------------------------------------
+    def _pair_rounds(self) -> None:
+        """Rounds of the pair schedule until every host played and each host of a bad pair has two pairs; then
+        each slow pair no slow host explains once more; every pair's verdict relabelled from the judgement."""
+        for pairs in round_robin(len(self.hosts)):
+            self._measure([(self.hosts[a], self.hosts[b]) for a, b in pairs], alone=False)
+            self._relabel()
+            if self._pairs_enough():
+                break
+        again = _disjoint([link for link in self.pairs.slow_links if self._measurements(link) == 1]) if self.pairs else []
+        if again:
+            self._measure(again, alone=True)
+            self._relabel()
+
+    def _measure(self, groups: list[tuple[str, ...]], alone: bool) -> None:
+        """Run ``groups`` as one round and keep their figures: ``alone`` judges each against every pair's median
+        (a recheck round of slow pairs has no healthy median of its own)."""
+        start = len(self.rr.evidence)
+        for i, e in enumerate(self.rr(groups)):
+            if e.figure is not None and e.verdict in (OK, SLOW):
+                key = 1000 * e.round + i if alone else e.round  # a round of its own per rechecked pair
+                self.measured.append((start + i, PairFigure(key, e.hosts[0], e.hosts[1], e.figure)))
+
+    def _relabel(self) -> None:
+        if not self.measured:
+            return
+        self.pairs = judge_pairs([f for _, f in self.measured], self.pair_tolerance)
+        slow_every_time: dict[frozenset, bool] = {}
+        for v in self.pairs.pairs:
+            key = frozenset((v.figure.a, v.figure.b))
+            slow_every_time[key] = slow_every_time.get(key, True) and v.slow
+        for index, f in self.measured:
+            e = self.rr.evidence[index]
+            self.rr.evidence[index] = Evidence(e.round, e.hosts, SLOW if slow_every_time[frozenset((f.a, f.b))] else OK,
+                                               e.run, e.figure)
+
+    def _measurements(self, pair: Sequence[str]) -> int:
+        return sum(set(pair) == set(e.hosts) for e in self.rr.evidence)
+
+    def _pairs_enough(self) -> bool:
+        """Every host played, and each host with no fine pair has two bad pairs with partners fine elsewhere: a
+        partner of the slow host whose other pair was slowed once by load has one, and plays on."""
+        if not {h for e in self.rr.evidence for h in e.hosts} >= set(self.hosts):
+            return False
+        for host in self.hosts:
+            bad = [e for e in self.rr.evidence if host in e.hosts and e.verdict != OK]
+            if bad and not self.cleared(host):
+                if sum(all(self.cleared(o) for o in e.hosts if o != host) for e in bad) < 2:
+                    return False
+        return True
 
     def _pool(self) -> list[str]:
         return [h for h in self.hosts if h not in self.unresolved and (h,) not in self.culprits]
@@ -393,6 +473,20 @@ def _verdicts(hosts, culprits, worst, unresolved, evidence) -> dict[str, HostVer
                             else "link to " + ",".join(x for x in c if x != h) for c in sets)
             out[h] = HostVerdict(h, status, why, [e for e in mine if e.verdict != OK] or mine)
     return out
+
+
+def _explain_slow_hosts(verdicts: dict[str, HostVerdict], judgement: PairsJudgement) -> None:
+    """A host convicted slow by the pair rounds says how sure: its slow pairs of all its pairs, how many pairs
+    without it were slow, and the margin: the lowest ratio to its round of any fine pair over its own highest."""
+    fine = [v.ratio for v in judgement.pairs if not v.slow]
+    for judged in judgement.hosts:
+        verdict = verdicts.get(judged.host)
+        if verdict is None or verdict.status != SLOW or verdict.why != "slow with any good partner":
+            continue
+        mine = [v.ratio for v in judgement.pairs if judged.host in (v.figure.a, v.figure.b)]
+        margin = f", margin {min(fine) / max(mine):.1f}x" if fine and max(mine) > 0 else ""
+        verdict.why = (f"slow in {judged.slow_pairs} of {judged.pairs} of its pairs, median {judged.median_ratio:.2f}x "
+                       f"of its rounds' median ({judged.certainty}{margin})")
 
 
 def parse_host_list(text: str, where: str) -> list[tuple[str, Optional[int]]]:
