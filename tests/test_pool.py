@@ -1,5 +1,5 @@
-"""Warm pool with real processes: forked ranks get the run's env, report 'pooled',
-fall back to cold for loader-changing setups, and die like cold ranks do."""
+"""Warm pool with real processes: forked ranks get the run's env, report 'pooled', run from servers started under
+their own loader values (cold only where LD_PRELOAD/LD_AUDIT change), and die like cold ranks do."""
 
 from __future__ import annotations
 
@@ -36,13 +36,16 @@ def _report(tmp_path, rank):
     return json.loads((tmp_path / f"rank{rank}.json").read_text())
 
 
-def test_cold_reason_names_loader_vars_and_other_commands():
+def test_cold_reason_names_start_code_vars_and_other_commands():
     base = {"LD_LIBRARY_PATH": "/a", "PATH": "/bin"}
     spec = ProcessSpec(ARGV, {"LD_LIBRARY_PATH": "/a", "NCCL_ALGO": "Ring"}, "/dev/null")
     assert cold_reason(spec, base, sys.executable) is None
-    for var, value in [("LD_LIBRARY_PATH", "/b"), ("LD_PRELOAD", "x.so"), ("NCCL_NET_PLUGIN", "ofi"), ("PYTHONPATH", "/p")]:
+    for var, value in [("LD_PRELOAD", "x.so"), ("LD_AUDIT", "a.so")]:
         changed = ProcessSpec(ARGV, {**spec.env, var: value}, "/dev/null")
         assert var in cold_reason(changed, base, sys.executable)
+    for var, value in [("LD_LIBRARY_PATH", "/b"), ("NCCL_NET_PLUGIN", "ofi"), ("PYTHONPATH", "/p")]:
+        # a server of their own, started under these values, serves them
+        assert cold_reason(ProcessSpec(ARGV, {**spec.env, var: value}, "/dev/null"), base, sys.executable) is None
     other = ProcessSpec(("/usr/bin/python3.9", "-m", "envmatrix.rank.main"), spec.env, "/dev/null")
     assert "is not" in cold_reason(other, base, sys.executable)
     assert "is not" in cold_reason(ProcessSpec(("all_reduce_perf",), spec.env, "/dev/null"), base, sys.executable)
@@ -50,7 +53,7 @@ def test_cold_reason_names_loader_vars_and_other_commands():
 
 def test_pooled_children_take_the_runs_env_and_servers_are_reused(tmp_path):
     marker = "pool-env-" + tmp_path.name
-    with WarmPool({**os.environ}) as pool:
+    with WarmPool({**os.environ, "ENVMATRIX_TEST_MARKER": marker}) as pool:
         pids = []
         for value in ("first", "second"):
             port = free_port()
@@ -68,11 +71,42 @@ def test_pooled_children_take_the_runs_env_and_servers_are_reused(tmp_path):
     assert_no_processes(marker)
 
 
+def test_a_cuda_context_made_ahead_fits_only_a_run_that_differs_in_variables_read_after_it():
+    # the decision ENVMATRIX_POOL_CUDA_PREINIT=1 rests on (pool_server._Spare.fits); the context itself needs a GPU
+    from envmatrix.rank.main import cuda_device_of, cuda_init_env
+
+    run = {"PATH": "/bin", "CUDA_VISIBLE_DEVICES": "0", "ENVMATRIX_BACKEND": "nccl", "RANK": "1", "WORLD_SIZE": "2",
+           "LOCAL_RANK": "1", "MASTER_PORT": "2950", "NCCL_ALGO": "Ring", "ENVMATRIX_PROBE": json.dumps({"timeout_s": 9})}
+    assert cuda_device_of(run) == 1
+    assert cuda_device_of({**run, "ENVMATRIX_DEVICE": "0"}) == 0  # emulated hosts sharing GPU 0
+    assert cuda_device_of({**run, "ENVMATRIX_BACKEND": "gloo"}) is None
+    assert cuda_device_of({**run, "ENVMATRIX_PROBE": json.dumps({"bench": {"sizes": [8]}})}) is None  # timed runs: none
+    next_run = {**run, "NCCL_ALGO": "Tree", "NCCL_PROTO": "LL", "MASTER_PORT": "2951", "ENVMATRIX_RESULT_DIR": "/r"}
+    assert cuda_init_env(next_run) == cuda_init_env(run) == {"PATH": "/bin", "CUDA_VISIBLE_DEVICES": "0"}
+    for var, value in [("CUDA_VISIBLE_DEVICES", "1"), ("CUDA_DEVICE_MAX_CONNECTIONS", "1"),
+                       ("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True"), ("TORCH_NCCL_BLOCKING_WAIT", "1")]:
+        assert cuda_init_env({**next_run, var: value}) != cuda_init_env(run), var  # a fresh child for these
+
+
+def test_no_env_leaks_from_one_config_to_the_next_through_the_child_forked_ahead(tmp_path):
+    # one server, one rank: config B runs in the child the server forked while A ran; B must see only its own env
+    marker = "pool-leak-" + tmp_path.name
+    with WarmPool({**os.environ, "ENVMATRIX_TEST_MARKER": marker}) as pool:
+        for extra in ({"NCCL_ALGO": "Tree", "NCCL_PROTO": "LL", "TORCH_DISTRIBUTED_DEBUG": "DETAIL"}, {"NCCL_PROTO": "Simple"}):
+            outs = pool.run_group([_rank_spec(tmp_path, 0, 1, free_port(), marker, **extra)], timeout_s=120)
+            assert outs[0].exit_code == 0, (tmp_path / "rank0.log").read_text()
+            env = _report(tmp_path, 0)["env"]
+            assert {k: env.get(k) for k in ("NCCL_ALGO", "NCCL_PROTO", "TORCH_DISTRIBUTED_DEBUG")} == {
+                k: extra.get(k) for k in ("NCCL_ALGO", "NCCL_PROTO", "TORCH_DISTRIBUTED_DEBUG")}
+        assert len(pool._all) == 1 and pool.started == {"pooled": 2, "cold": 0}
+    assert_no_processes(marker)
+
+
 @pytest.mark.parametrize("teardown", ["destroy", "exit"])
 def test_teardown_exit_ends_pooled_ranks_without_destroying_the_group(tmp_path, teardown):
     marker = f"pool-teardown-{teardown}-" + tmp_path.name
     probe = json.dumps({"timeout_s": 60, "collectives": ["allreduce", "allgather"], "teardown": teardown})
-    with WarmPool({**os.environ}) as pool:
+    with WarmPool({**os.environ, "ENVMATRIX_TEST_MARKER": marker}) as pool:
         port = free_port()
         specs = [_rank_spec(tmp_path, r, 2, port, marker, ENVMATRIX_PROBE=probe) for r in range(2)]
         outs = pool.run_group(specs, timeout_s=120)
@@ -84,21 +118,43 @@ def test_teardown_exit_ends_pooled_ranks_without_destroying_the_group(tmp_path, 
     assert_no_processes(marker)
 
 
-def test_loader_change_starts_cold_and_says_so(tmp_path):
-    marker = "pool-cold-" + tmp_path.name
-    with WarmPool({**os.environ}) as pool:
-        port = free_port()
-        specs = [_rank_spec(tmp_path, r, 2, port, marker, LD_LIBRARY_PATH="/nonexistent/envmatrix") for r in range(2)]
-        outs = pool.run_group(specs, timeout_s=120)
-        assert [o.exit_code for o in outs] == [0, 0]
-        assert [_report(tmp_path, r)["versions"]["start"] for r in range(2)] == ["cold", "cold"]
-        assert pool.started == {"pooled": 0, "cold": 2} and not pool._all
+def _server_environ(pid):
+    with open(f"/proc/{pid}/environ", "rb") as fh:
+        return dict(item.split(b"=", 1) for item in fh.read().split(b"\0") if b"=" in item)
+
+
+def test_a_loader_change_runs_pooled_from_servers_started_under_it_and_preload_starts_cold(tmp_path):
+    # seed 003's setups all prepend LD_LIBRARY_PATH: they used to start every rank cold (a cold 2x4 run on one GPU is
+    # 8 torch imports), which is what made `sweep conf=aws_ofi.yaml --emulate-hosts` outlast 120 s on the H100
+    marker = "pool-loader-" + tmp_path.name
+    ld_path = "/nonexistent/envmatrix:" + os.environ.get("LD_LIBRARY_PATH", "")
+    with WarmPool({**os.environ, "ENVMATRIX_TEST_MARKER": marker}) as pool:
+        pool.warm(2)  # base servers: never chosen for the changed value
+        for attempt in range(2):
+            port = free_port()
+            specs = [_rank_spec(tmp_path, r, 2, port, marker, LD_LIBRARY_PATH=ld_path, NCCL_ALGO=f"run{attempt}")
+                     for r in range(2)]
+            outs = pool.run_group(specs, timeout_s=120)
+            assert [o.exit_code for o in outs] == [0, 0], [(tmp_path / f"rank{r}.log").read_text() for r in range(2)]
+            assert [_report(tmp_path, r)["versions"]["start"] for r in range(2)] == ["pooled", "pooled"]
+        assert pool.started == {"pooled": 4, "cold": 0}
+        assert len(pool._all) == 4  # 2 base servers + 2 under the changed path, reused by the second run
+        keyed = [s for s in pool._all if s.loader != pool._all[0].loader]
+        for server in keyed:
+            env = _server_environ(server.proc.pid)
+            assert env[b"LD_LIBRARY_PATH"] == ld_path.encode()  # the loader resolved under the run's value
+            assert b"NCCL_ALGO" not in env and b"RANK" not in env  # nothing else of a setup reaches a server
+        # LD_PRELOAD runs code in the server's own start (a fork keeps its state, not its threads): cold
+        preload = [_rank_spec(tmp_path, 0, 1, free_port(), marker, LD_PRELOAD="")]
+        (out,) = pool.run_group(preload, timeout_s=120)
+        assert out.exit_code == 0 and _report(tmp_path, 0)["versions"]["start"] == "cold"
+        assert pool.started == {"pooled": 4, "cold": 1} and len(pool._all) == 4
     assert_no_processes(marker)
 
 
 def test_hang_in_pooled_child_is_killed_at_timeout_and_server_survives(tmp_path):
     marker = "pool-hang-" + tmp_path.name
-    with WarmPool({**os.environ}) as pool:
+    with WarmPool({**os.environ, "ENVMATRIX_TEST_MARKER": marker}) as pool:
         # rank 1 never comes: rank 0 waits in init until the run's deadline.
         lonely = _rank_spec(tmp_path, 0, 2, free_port(), marker)
         t0 = time.monotonic()
@@ -110,15 +166,26 @@ def test_hang_in_pooled_child_is_killed_at_timeout_and_server_survives(tmp_path)
         # the same warm server serves the next run
         (ok,) = pool.run_group([_rank_spec(tmp_path, 0, 1, free_port(), marker)], timeout_s=120)
         assert ok.exit_code == 0 and len(pool._all) == 1
-        assert len(processes_with_marker(marker)) == 1  # only the idle server
+        server = pool._all[0].proc.pid
+        left = processes_with_marker(marker)
+        assert server in left and len(left) == 2  # the idle server and the child it forked ahead for the next run
+        assert all(pid == server or _parent(pid) == server for pid in left)
     assert_no_processes(marker)
+
+
+def _parent(pid):
+    with open(f"/proc/{pid}/stat") as fh:
+        return int(fh.read().rsplit(")", 1)[1].split()[1])
 
 
 def test_crash_of_a_pooled_child_is_a_signal_and_peer_is_killed(tmp_path):
     marker = "pool-crash-" + tmp_path.name
-    with WarmPool({**os.environ}) as pool:
+    with WarmPool({**os.environ, "ENVMATRIX_TEST_MARKER": marker}) as pool:
         port = free_port()
-        specs = [_rank_spec(tmp_path, r, 3, port, marker) for r in range(2)]  # world 3: both hang in init
+        # world 3: rank 0 waits in init for rank 2; rank 1 stalls before init, so rank 0's crash cannot end it by a
+        # broken rendezvous (a race the faster pooled start used to lose): only the peer-failure kill can
+        probe = json.dumps({"timeout_s": 60, "collectives": ["allreduce"], "stall": {"rank": 1, "seq": 0}})
+        specs = [_rank_spec(tmp_path, r, 3, port, marker, ENVMATRIX_PROBE=probe) for r in range(2)]
 
         import threading
 
@@ -149,6 +216,7 @@ setups:
   debug_detail: {TORCH_DISTRIBUTED_DEBUG: DETAIL}
   missing_if: {GLOO_SOCKET_IFNAME: envmx_missing0}
   ld_path: {LD_LIBRARY_PATH: /nonexistent/envmatrix}
+  preload: {LD_PRELOAD: ""}
 probe:
   timeout_s: 60
   collectives: [allreduce, allgather, alltoall]
@@ -179,7 +247,7 @@ def test_results_identical_with_and_without_pool(cli, tmp_path, conf_text):
     for (setup, _grid), ranks in starts.items():
         if setup == "missing_if":
             continue  # fails in init, versions still say how it started
-        assert set(ranks) == ({"cold"} if setup == "ld_path" else {"pooled"}), (setup, ranks)
+        assert set(ranks) == ({"cold"} if setup == "preload" else {"pooled"}), (setup, ranks)
     assert all(set(r) <= {"cold"} for r in runs["no_pool"][1].values())
     assert_no_processes(cli.marker)
 
@@ -205,6 +273,16 @@ def test_sigkill_of_driver_leaves_no_pool_server_or_child(cli, tmp_path):
     assert_no_processes(cli.marker, wait_s=15)
 
 
+def _stalled_rank_reported(run_dir):
+    for path in run_dir.glob("logs/**/rank1.json"):
+        try:
+            if json.loads(path.read_text()).get("progress"):
+                return True
+        except ValueError:
+            pass
+    return False
+
+
 def test_ctrl_c_stops_pool_and_children(cli, tmp_path):
     # rank 1 stalls, so the first run is still in flight when the signal lands: a sweep that had
     # already finished would be interrupted in interpreter shutdown, which proves nothing (and exits -2)
@@ -212,8 +290,10 @@ def test_ctrl_c_stops_pool_and_children(cli, tmp_path):
                                            "probe: {timeout_s: 120, stall: {rank: 1, seq: 1}}\n")
     driver = cli.popen("sweep", f"conf={conf}", "--out", str(tmp_path / "o"))
     deadline = time.time() + 120
-    # the driver, two pool servers and the two ranks they forked
-    while time.time() < deadline and len(processes_with_marker(cli.marker)) < 5 and driver.poll() is None:
+    # the driver, two pool servers, the two ranks they forked and the next run's children they forked ahead, once
+    # rank 1 has reported that it stalled in its first collective
+    while time.time() < deadline and driver.poll() is None and not (
+            len(processes_with_marker(cli.marker)) >= 5 and _stalled_rank_reported(tmp_path / "o")):
         time.sleep(0.1)
     assert driver.poll() is None, driver.stdout.read()
     driver.send_signal(signal.SIGINT)
@@ -227,7 +307,7 @@ def test_servers_outlive_the_worker_threads_of_packed_runs(tmp_path):
     import threading
 
     marker = "pool-threads-" + tmp_path.name
-    with WarmPool({**os.environ}) as pool:
+    with WarmPool({**os.environ, "ENVMATRIX_TEST_MARKER": marker}) as pool:
         for batch in range(2):
             threads = []
             for lane in range(2):

@@ -8,7 +8,7 @@ import uuid
 import pytest
 
 from envmatrix.boundary import ProcessSpec
-from envmatrix.execution.processes import fork_call_in_group, run_capture, run_group
+from envmatrix.execution.processes import fork_waiting_call, run_capture, run_group
 
 from conftest import assert_no_processes
 
@@ -95,17 +95,34 @@ def _child_facts(path):
     return 7
 
 
-def test_fork_call_in_group_gives_the_child_its_group_env_log_and_death_signal(tmp_path):
+def _result(child):
+    raw = b""
+    while chunk := os.read(child.result_fd, 64):
+        raw += chunk
+    os.close(child.result_fd)
+    _, status = os.waitpid(child.pid, 0)
+    return raw, os.waitstatus_to_exitcode(status)
+
+
+def test_fork_waiting_call_gives_the_child_its_group_env_log_and_death_signal_once_its_request_comes(tmp_path):
     import json
     import signal
 
     facts_path, log = tmp_path / "facts.json", tmp_path / "child.log"
-    pid = fork_call_in_group(lambda: _child_facts(str(facts_path)), {"NCCL_ALGO": "Tree", "ONLY": "this"},
-                             str(log), str(tmp_path), "test child")
-    _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 7
+    # the parent's env carries a variable the request does not: it must not reach the child
+    os.environ["ENVMATRIX_TEST_PARENT_ONLY"] = "1"
+    try:
+        child = fork_waiting_call(lambda request: _child_facts(request["facts"]), "test child")
+    finally:
+        del os.environ["ENVMATRIX_TEST_PARENT_ONLY"]
+    time.sleep(0.2)
+    assert not facts_path.exists()  # forked ahead: it waits for its request and runs nothing before
+    child.start({"env": {"NCCL_ALGO": "Tree", "ONLY": "this"}, "log_path": str(log), "cwd": str(tmp_path),
+                 "facts": str(facts_path)})
+    raw, code = _result(child)
+    assert raw == b"7\n" and code == 7  # the code is reported on the result pipe before the process ends
     facts = json.loads(facts_path.read_text())
-    assert facts["pgid"] == facts["pid"] == pid  # its own group: a timeout kills it with what it started
+    assert facts["pgid"] == facts["pid"] == child.pid  # its own group: a timeout kills it with what it started
     assert facts["env"] == {"NCCL_ALGO": "Tree", "ONLY": "this"}  # whole replacement: nothing of ours leaks
     assert facts["c_getenv"] == "Tree"  # NCCL reads the env through C getenv
     assert facts["cwd"] == str(tmp_path) and facts["stdin"] == ""
@@ -113,16 +130,27 @@ def test_fork_call_in_group_gives_the_child_its_group_env_log_and_death_signal(t
     assert log.read_text() == "to the log\n"
 
 
-def test_fork_call_in_group_turns_an_exception_into_exit_1_and_one_log_line(tmp_path):
+def test_fork_waiting_call_turns_an_exception_into_exit_1_and_one_log_line(tmp_path):
     log = tmp_path / "child.log"
 
-    def boom():
+    def boom(request):
         raise RuntimeError("no NCCL here")
 
-    pid = fork_call_in_group(boom, {}, str(log), None, "envmatrix pooled child")
-    _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 1
+    child = fork_waiting_call(boom, "envmatrix pooled child")
+    child.start({"env": {}, "log_path": str(log)})
+    assert _result(child) == (b"1\n", 1)
     assert log.read_text() == "envmatrix pooled child: RuntimeError: no NCCL here\n"
+
+
+def test_a_discarded_waiting_child_exits_without_running_and_a_killed_one_reports_nothing(tmp_path):
+    ran = tmp_path / "ran"
+    child = fork_waiting_call(lambda request: open(ran, "w").close() or 0, "test child")
+    child.discard()
+    assert _result(child) == (b"", 0) and not ran.exists()
+    child = fork_waiting_call(lambda request: time.sleep(60) or 0, "test child")
+    child.start({"env": {}, "log_path": str(tmp_path / "log")})
+    os.kill(child.pid, 9)
+    assert _result(child) == (b"", -9)  # no code on the pipe: the parent takes the signal from the exit status
 
 
 def test_the_kill_reaches_children_in_sessions_of_their_own(tmp_path):
@@ -183,3 +211,16 @@ def test_ctrl_c_while_a_rank_is_being_started_still_kills_it_and_its_children(tm
         signal.signal(signal.SIGINT, previous)
     assert ready.exists()
     assert_no_processes(marker, wait_s=5)
+
+
+def test_a_waiting_child_says_whether_it_prepared_before_it_takes_its_request(tmp_path):
+    for outcome, said in ((True, True), (False, False), (RuntimeError("no GPU"), False)):
+        def prepare(outcome=outcome):
+            if isinstance(outcome, Exception):
+                raise outcome
+            return outcome
+
+        child = fork_waiting_call(lambda request: 5, "test child", prepare)
+        assert child.prepared() is said
+        child.start({"env": {}, "log_path": str(tmp_path / "log")})
+        assert _result(child) == (b"5\n", 5)  # the code still follows on the same pipe

@@ -115,8 +115,10 @@ def sweep(request: SweepRequest, listener: Optional[Listener] = None,
     shaping = plan_shaping(inp, inp.make_launcher(), pins, len(gpus))  # refused here: nothing launched or written
     check_probe_runs(inp.probe, inp.make_launcher())
     # Only validated input starts the pool's servers: their torch imports (seconds) overlap opening the store
-    # and the first runs' plans; bad input never starts (and kills) them.
-    pool = WarmPool.prestart(os.environ, likely_ranks(os.environ)) if request.pool else None
+    # and the first runs' plans; bad input never starts (and kills) them. As many as the first run has ranks (a 2x1
+    # run on one GPU waited for a second server started only once the session was open).
+    first_world = runs[0].grid.world if runs else likely_ranks(os.environ)
+    pool = WarmPool.prestart(os.environ, first_world) if request.pool else None
     try:
         run_dir = em_paths.run_dir(request.out, inp.name)
         with open_session(inp, run_dir, pins, len(gpus), lock_for=request.command_line,

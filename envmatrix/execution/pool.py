@@ -1,10 +1,13 @@
 """Warm probe pool: rank processes forked from servers that already imported torch.
 
 ``WarmPool.start`` is a drop-in for ``run_group``'s process start: a rank of
-the built-in probe whose loader-relevant environment matches the pool's gets
-a forked child of an idle server (``pooled``); anything else is started cold
-with Popen exactly as without the pool. Servers run in their own session with
-PDEATHSIG, so neither they nor their children outlive the driver.
+the built-in probe gets a forked child of an idle server (``pooled``) started
+under the rank's own loader values (a setup that prepends LD_LIBRARY_PATH gets
+servers of its own, shared by every run with the same values); a rank that
+changes what runs inside the server's own start (LD_PRELOAD, LD_AUDIT) or runs
+another command is started cold with Popen exactly as without the pool. Servers
+run in their own session with PDEATHSIG, so neither they nor their children
+outlive the driver.
 """
 
 from __future__ import annotations
@@ -27,7 +30,12 @@ LOADER_VARS = (
     "LD_LIBRARY_PATH", "LD_PRELOAD", "LD_AUDIT", "NCCL_NET_PLUGIN", "NCCL_TUNER_PLUGIN", "NCCL_PROFILER_PLUGIN",
     "NCCL_ENV_PLUGIN", "NCCL_NET_PLUGIN_PATH", "NCCL_LIB", "PYTHONPATH", "PYTHONHOME", "PYTHONSAFEPATH",
 )
+# Of those, what runs code inside the server's own start (a preloaded library's constructor, an audit module): a
+# forked child inherits that state without the threads it may have started, so such a run starts cold.
+START_CODE_VARS = ("LD_PRELOAD", "LD_AUDIT")
 POOLED_MODULE = "envmatrix.rank.main"
+# Idle servers kept beyond the ones a run asks for: servers of other loader values are closed first, oldest first.
+MAX_SERVERS = 16
 
 
 def loader_key(env: Mapping[str, str]) -> tuple[Optional[str], ...]:
@@ -50,10 +58,19 @@ def cold_reason(spec: ProcessSpec, base_env: Mapping[str, str], python: str) -> 
     """Why this rank cannot run in a pooled child (None: it can)."""
     if tuple(spec.argv) != (python, "-m", POOLED_MODULE):
         return f"argv {' '.join(spec.argv[:3])} is not {python} -m {POOLED_MODULE}"
-    for var in LOADER_VARS:
+    for var in START_CODE_VARS:
         if spec.env.get(var) != base_env.get(var):
             return f"{var} differs from the pool's ({spec.env.get(var)!r} vs {base_env.get(var)!r})"
     return None
+
+
+def server_env(base_env: Mapping[str, str], rank_env: Mapping[str, str]) -> dict[str, str]:
+    """The env a server for this rank starts under: the pool's base env with the rank's loader values, and nothing
+    else of the rank's (a setup's other variables must not reach the server's import, which every later child of it
+    inherits)."""
+    env = {k: v for k, v in base_env.items() if k not in LOADER_VARS}
+    env.update({var: rank_env[var] for var in LOADER_VARS if var in rank_env})
+    return env
 
 
 class PooledChild:
@@ -178,6 +195,7 @@ class WarmPool:
                 server = self._spawn(env)
                 self._idle.append(server)
                 self._all.append(server)
+            self._evict_beyond(max(MAX_SERVERS, n), key)
 
     def _acquire(self, env: Mapping[str, str]) -> _Server:
         key = loader_key(env)
@@ -189,7 +207,16 @@ class WarmPool:
                     return server
             server = self._spawn(env)
             self._all.append(server)
+            self._evict_beyond(MAX_SERVERS, key)
             return server
+
+    def _evict_beyond(self, limit: int, key: tuple) -> None:
+        """Close idle servers of other loader values, oldest first, while more than ``limit`` are alive."""
+        alive = [s for s in self._all if s.alive]
+        for server in [s for s in self._idle if s.loader != key][: max(0, len(alive) - limit)]:
+            self._idle.remove(server)
+            self._all.remove(server)
+            server.close()
 
     def release(self, server: _Server) -> None:
         with self._lock:
@@ -199,7 +226,7 @@ class WarmPool:
     def start(self, spec: ProcessSpec, log: IO[bytes]):
         """run_group's starter: a pooled child if the rank allows it, else cold."""
         if cold_reason(spec, self.base_env, self.python) is None:
-            server = self._acquire(self._server_env(spec.env))
+            server = self._acquire(server_env(self.base_env, spec.env))
             try:
                 child = server.fork(spec)
             except (OSError, ValueError, TypeError):
@@ -210,13 +237,20 @@ class WarmPool:
         self.started["cold"] += 1
         return popen_spec(spec, log)
 
-    def _server_env(self, env: Mapping[str, str]) -> dict[str, str]:
-        return dict(env)
-
     def run_group(self, specs: Sequence[ProcessSpec], **kw):
         from envmatrix.execution.processes import run_group
 
         children: list = []
+        # Every server this run lacks starts now, side by side: started one per rank as each is forked, their torch
+        # imports would follow one another (a 2x4 run's first config waited for 8 imports in a row).
+        needed: dict[tuple, tuple[int, dict[str, str]]] = {}
+        for spec in specs:
+            if cold_reason(spec, self.base_env, self.python) is None:
+                env = server_env(self.base_env, spec.env)
+                count, _ = needed.get(loader_key(env), (0, env))
+                needed[loader_key(env)] = (count + 1, env)
+        for count, env in needed.values():
+            self.warm(count, env)
 
         def start(spec: ProcessSpec, log: IO[bytes]):
             child = self.start(spec, log)

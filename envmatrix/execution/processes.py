@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import json
 import os
 import select
 import signal
@@ -298,6 +299,8 @@ def run_group(
                         )
                 break
             running = [p for i, p in enumerate(procs) if outcomes[i] is None and p is not None]
+            if not running:  # the last one was just reaped: waiting would only sleep a tick (50 ms of every run)
+                continue
             wait_for_an_exit(running, min(poll_s, deadline - now, (peer_deadline or deadline) - now), pidfds)
         return [o for o in outcomes if o is not None]
     finally:
@@ -342,32 +345,94 @@ def fork_exec_in_group(argv: Sequence[str], env: Mapping[str, str], log_fd: int,
 
 
 
-def fork_call_in_group(call: Callable[[], int], env: Mapping[str, str], log_path: str, cwd: Optional[str],
-                       on_error: str) -> int:
-    """Fork a child that runs ``call()`` instead of exec'ing, for a server that already imported what the child
-    needs (the warm pool: torch). The child gets a process group of its own (the driver kills it on timeout),
-    dies with its parent (PDEATHSIG SIGKILL), stdin /dev/null, stdout/stderr appended to ``log_path``, and takes
-    ``env`` whole (putenv reaches C getenv, so NCCL reads it) before ``call`` can touch CUDA/NCCL; it exits with
-    call's return code and never returns into the parent's code. ``on_error`` prefixes the line an exception
-    writes. The parent sets the group too, so no kill aimed at the group can miss the child."""
+@dataclass
+class WaitingChild:
+    """A child forked ahead of its run (``fork_waiting_call``): it waits for its request on ``request_fd`` and, once
+    ``call`` has returned, writes its exit code to ``result_fd`` before it exits."""
+
+    pid: int
+    request_fd: int  # the parent's end: ``start`` writes the request here and closes it; closed unwritten = discard
+    result_fd: int  # the parent's end: b"CODE\n" once the call returned, EOF alone when the child died first
+
+    def start(self, request: Mapping[str, Any]) -> None:
+        """Hand the child its run: ``env`` (taken whole), ``log_path``, ``cwd`` and what ``call`` reads."""
+        data = (json.dumps(request) + "\n").encode()
+        try:
+            while data:
+                data = data[os.write(self.request_fd, data):]
+        finally:
+            os.close(self.request_fd)
+            self.request_fd = -1
+
+    def prepared(self) -> bool:
+        """Whether the ``prepare`` it was forked with succeeded (blocks until it is done); only for such a child."""
+        line = b""
+        while not line.endswith(b"\n"):
+            chunk = os.read(self.result_fd, 1)  # one byte at a time: what follows is the run's code
+            if not chunk:
+                return False
+            line += chunk
+        return line == b"1\n"
+
+    def discard(self) -> None:
+        """Let an unused child go: it reads EOF and exits 0 (the caller reaps it)."""
+        if self.request_fd >= 0:
+            os.close(self.request_fd)
+            self.request_fd = -1
+
+
+def fork_waiting_call(call: Callable[[dict], int], on_error: str,
+                      prepare: Optional[Callable[[], bool]] = None) -> WaitingChild:
+    """Fork now a child that will run ``call(request)`` once the parent sends its request (``WaitingChild.start``):
+    for a server that already imported what the child needs (the warm pool: torch), so the fork is off the run's
+    critical path. At once the child gets a process group of its own (the driver kills it on timeout), dies with its
+    parent (PDEATHSIG SIGKILL) and lets go of the parent's stdin/stdout; it touches nothing else until its request
+    comes. Then stdin is /dev/null, stdout/stderr are appended to the request's ``log_path``, and the request's ``env``
+    replaces the environment whole (putenv reaches C getenv, so NCCL reads it) before ``call`` runs, which may touch
+    CUDA/NCCL. When ``call`` returns, its code goes to the result pipe before the process exits, so the parent can
+    report the result while the kernel still tears the process down (a CUDA context: ~0.15 s). An exception writes
+    one line prefixed ``on_error`` and exits 1; the child never returns into the parent's code. The parent sets the
+    group too, so no kill aimed at the group can miss the child. ``prepare``: run in the child before it waits, its
+    success said first on the result pipe (``WaitingChild.prepared``); the caller decides whether a request may
+    use what it prepared."""
+    request_r, request_w = os.pipe()
+    result_r, result_w = os.pipe()
     child = os.fork()
     if child == 0:
+        code = 1
         try:
+            os.close(request_w)
+            os.close(result_r)
             os.setpgid(0, 0)
             if _prctl is None:
                 raise OSError("prctl(PR_SET_PDEATHSIG) is not available (not Linux)")
             _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-            devnull = os.open(os.devnull, os.O_RDONLY)
-            log = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            devnull = os.open(os.devnull, os.O_RDWR)
             os.dup2(devnull, 0)
+            os.dup2(devnull, 1)  # the parent's stdout may be a protocol pipe: not for a waiting child to hold
+            if prepare is not None:
+                try:
+                    ready = bool(prepare())
+                except Exception:  # noqa: BLE001 - said as not prepared: the caller discards this child
+                    ready = False
+                os.write(result_w, b"1\n" if ready else b"0\n")
+            raw = b""
+            while not raw.endswith(b"\n"):
+                chunk = os.read(request_r, 65536)
+                if not chunk:
+                    os._exit(0)  # discarded before it ran anything
+                raw += chunk
+            os.close(request_r)
+            request = json.loads(raw)
+            log = os.open(request["log_path"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
             os.dup2(log, 1)
             os.dup2(log, 2)
-            if cwd:
-                os.chdir(cwd)
+            if request.get("cwd"):
+                os.chdir(request["cwd"])
             # Whole replacement, so nothing of the parent's env leaks.
             os.environ.clear()
-            os.environ.update(env)
-            code = call()
+            os.environ.update(request["env"])
+            code = call(request)
             sys.stdout.flush()
             sys.stderr.flush()
         except BaseException as exc:  # noqa: BLE001 - the child must never return into the parent's loop
@@ -376,12 +441,18 @@ def fork_call_in_group(call: Callable[[], int], env: Mapping[str, str], log_path
             except OSError:
                 pass
             code = 1
+        try:
+            os.write(result_w, f"{code}\n".encode())
+        except OSError:  # nobody listens (the parent is gone): the exit status still says it
+            pass
         os._exit(code)
+    os.close(request_r)
+    os.close(result_w)
     try:
         os.setpgid(child, child)
     except OSError:
         pass
-    return child
+    return WaitingChild(child, request_w, result_r)
 
 
 def exec_replace(argv: Sequence[str]) -> None:

@@ -12,14 +12,23 @@ import os
 import sys
 import time
 import traceback
-from typing import Any
+from typing import Any, Mapping, Optional
 
-from envmatrix.boundary import RESULT_DIR_VAR, echoed_env, rank_report_path, rank_var_names
+from envmatrix.boundary import LAUNCHER_RANK_VARS, RESULT_DIR_VAR, echoed_env, rank_report_path, rank_var_names
 from envmatrix.rank.identity import host_identity, rank_identity
 
 WRONG_RESULT_EXIT = 3
 # "pooled" when forked from a warm pool server (envmatrix.execution.pool_server).
 START_MODE = "cold"
+# What a pool server made ahead in this child before its run's env came (prepare_cuda), said in the rank report.
+PREPARED: dict[str, Any] = {}
+# Read only once CUDA's context exists (NCCL reads NCCL_* at communicator init, torch.distributed its rendezvous
+# variables at init_process_group, this module ENVMATRIX_*): runs that differ only in these may share a context made
+# ahead. Everything else (CUDA_*, PYTORCH_*, TORCH_*, LD_* ...) must be equal.
+READ_AFTER_CUDA_INIT_PREFIXES = ("NCCL_", "ENVMATRIX_")
+READ_AFTER_CUDA_INIT = frozenset(
+    {"MASTER_ADDR", "MASTER_PORT"} | {name for names in LAUNCHER_RANK_VARS["torchrun"] for name in names})
+CUDA_COMPUTE_MODE_ATTR, CUDA_COMPUTE_MODE_DEFAULT = 20, 0  # CU_DEVICE_ATTRIBUTE_COMPUTE_MODE, CU_COMPUTEMODE_DEFAULT
 
 
 class Reporter:
@@ -155,6 +164,55 @@ def run_checks(dist: Any, torch: Any, device: Any, world: int, rank: int, numel:
     return checks
 
 
+def cuda_init_env(env: Mapping[str, str]) -> dict[str, str]:
+    """The part of a run's env that CUDA's context could depend on: what prepare_cuda runs under, and what the next
+    run must equal for the context to be its own."""
+    return {k: v for k, v in env.items() if k not in READ_AFTER_CUDA_INIT and not k.startswith(READ_AFTER_CUDA_INIT_PREFIXES)}
+
+
+def cuda_device_of(env: Mapping[str, str]) -> Optional[int]:
+    """The CUDA device this rank's env puts it on (as main() picks it), None for a run that touches no GPU or
+    benches (a context made beside a timed run would share its GPU)."""
+    identity = rank_identity(env)
+    if env.get("ENVMATRIX_BACKEND") != "nccl" or identity is None:
+        return None
+    if json.loads(env.get("ENVMATRIX_PROBE", "{}")).get("bench"):
+        return None
+    return int(env.get("ENVMATRIX_DEVICE", identity[2]))
+
+
+def prepare_cuda(env: Mapping[str, str]) -> bool:
+    """In a pooled child forked ahead, while the run before it still runs: make CUDA's context on that run's device
+    under that run's cuda_init_env (its NCCL_*, rendezvous and ENVMATRIX_* variables left out), so the next run
+    with the same cuda_init_env and device starts with it (the pool server checks; any other run gets a fresh
+    child). Only in the Default compute mode, where a second context on the device cannot take the GPU from the
+    run beside it. False (the server discards this child) when it was not made."""
+    device = cuda_device_of(env)
+    if device is None:
+        return False
+    import ctypes
+
+    os.environ.clear()
+    os.environ.update(cuda_init_env(env))
+    t0 = time.perf_counter()
+    try:
+        cuda = ctypes.CDLL("libcuda.so.1")
+        handle, mode = ctypes.c_int(0), ctypes.c_int(-1)
+        if (cuda.cuInit(0) or cuda.cuDeviceGet(ctypes.byref(handle), device)
+                or cuda.cuDeviceGetAttribute(ctypes.byref(mode), CUDA_COMPUTE_MODE_ATTR, handle)):
+            return False
+        if mode.value != CUDA_COMPUTE_MODE_DEFAULT:
+            return False
+        import torch
+
+        torch.cuda.set_device(device)
+        torch.cuda.synchronize(device)  # the context exists now, not at the run's first call
+    except Exception:  # noqa: BLE001 - a child that could not prepare is discarded, never used
+        return False
+    PREPARED.update(cuda_device=device, cuda_init_s=round(time.perf_counter() - t0, 4))
+    return True
+
+
 def main() -> int:
     spec = json.loads(os.environ.get("ENVMATRIX_PROBE", "{}"))
     identity = rank_identity(os.environ)
@@ -166,6 +224,8 @@ def main() -> int:
     stack_file = install_stack_dump(result_dir, rank)  # noqa: F841 - must stay open
     reporter = Reporter(result_dir, rank)
     reporter.data.update(env=echoed_env(os.environ), world=world, local_rank=local_rank)
+    if PREPARED:
+        reporter.data["pool_prepared"] = dict(PREPARED)
     if spec.get("nccl_dump_topology") and os.environ.get("ENVMATRIX_BACKEND") == "nccl":
         # Set after the env echo, so the delivery check compares only what the launcher delivered.
         os.environ.setdefault("NCCL_TOPO_DUMP_FILE", os.path.join(result_dir, "nccl_topo.xml"))
