@@ -22,7 +22,13 @@ Families (each seed draws a new landscape of that family):
            depends on the protocol; the narrow basin mixes a choice variable and two knobs (0.75 / 0.5 per
            knob off); failing: sockets > 64, ALGO=Tree with PROTO=LL, NTHREADS=512 with >= 16 channels.
 
+  heldout_b written after the scale plan's last change, run once (seeds 1000-1019): 8 variables with a four-valued
+           PROTO, 86,400 configs; broad optimum from channels peaked per protocol, threads per algorithm and a
+           buffers x channels ridge; basin trio from PROTO and five knobs (0.72 / 0.5 per knob off); failing (~25%):
+           sockets > 64, Tree with LL, LL128 with 64 threads, 16M buffers with 32 channels.
+
   python benchmarks/search_scale.py --first-seed 100 --seeds 20 --samplers descent,structured,tpe,tpe-group,random
+  python benchmarks/search_scale.py --fidelity --seeds 20   # cheap vs full fidelity: recorded H200 1x4 and these
 """
 
 from __future__ import annotations
