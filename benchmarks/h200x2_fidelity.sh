@@ -12,6 +12,8 @@
 #   SMALL_REPEATS=N ...                      then N more interleaved repeats of 8 B - 256 KiB only, named r101..: the
 #                                            small host cells need many processes per side (fidelity_h100x2.md)
 #   REPEATS=0 SMALL_REPEATS=N ...            only those (a second call; tables pool every repeat of both calls)
+#   COLLS=a,b HOST_ONLY=1 ...                those collectives only (each envmatrix process times just them, in that
+#                                            order), default/host timing only
 #   G2=0 ...                                 skips the single-process `-g 2` reference (its runs, about a third
 #                                            of the call) when device time is short
 # The fair reference is one process per GPU, as envmatrix runs: nccl-tests built with MPI=1 and run as
@@ -36,6 +38,7 @@ if [ "${QUICK:-0}" = 1 ]; then
   colls=(allreduce) max=64M repeats=1
 else
   colls=(allreduce allgather reduce_scatter alltoall broadcast) max=1G repeats=${REPEATS:-2}
+  [ -n "${COLLS:-}" ] && IFS=, read -r -a colls <<<"$COLLS"
 fi
 declare -A binary=([allreduce]=all_reduce_perf [allgather]=all_gather_perf [reduce_scatter]=reduce_scatter_perf
                    [alltoall]=alltoall_perf [broadcast]=broadcast_perf)
@@ -118,9 +121,9 @@ for r in $(seq 1 "$repeats") $(seq 101 $((100 + small_repeats))); do
   echo "== repeat $r $(date -u +%T)" >>"$log"
   if [ $((r % 2)) = 1 ]; then
     nccl_tests mpi default "$r"; envmatrix_bench host "$r"; old_arm "$r"; nccl_tests g2 default "$r"
-    nccl_tests mpi graph "$r" -G 1; envmatrix_bench graph "$r"
+    [ "${HOST_ONLY:-0}" = 1 ] || { nccl_tests mpi graph "$r" -G 1; envmatrix_bench graph "$r"; }
   else
-    envmatrix_bench graph "$r"; nccl_tests mpi graph "$r" -G 1
+    [ "${HOST_ONLY:-0}" = 1 ] || { envmatrix_bench graph "$r"; nccl_tests mpi graph "$r" -G 1; }
     nccl_tests g2 default "$r"; old_arm "$r"; envmatrix_bench host "$r"; nccl_tests mpi default "$r"
   fi
   tables "$r"

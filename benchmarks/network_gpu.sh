@@ -8,6 +8,8 @@
 #       (the network: axis in a config file).
 # Box-limited cells (the shared GPU/CPU, not the condition, set the time) and cells under S/R are marked in the tables.
 # usage (repo root, on the box, carry [".whl"]): bash benchmarks/network_gpu.sh
+#   FULL=1: seed 001's full run instead of (1) and (2): 16 namespace hosts, allreduce/ps_central/ps_sharded at
+#       256 MiB and 1 GiB on 4x1, 8x1, 16x1, nccl, default and 5gbit (ITERS=N timed, 1 warm-up; default 1)
 #   SMOKE=1 (a CPU host with mpirun, as root): gloo only, small sizes, the same steps; checks the plumbing, not figures
 # outputs ($OUT): summary.txt (everything printed), seed000_conditions.{md,csv}, seed001_conditions.{md,csv},
 #   seed000_report.html, seed001_report.html, network_gpu_logs.tar.gz
@@ -24,6 +26,13 @@ if [ "${SMOKE:-0}" = 1 ]; then
 else
   BACKENDS=gloo,nccl; B0=64M; E0=128M; N0=3; SEED001_BACKEND=nccl; S1=256M; SWEEP_FLAGS=
 fi
+NHOSTS=8 GRIDS="4x1, 8x1" FULL_ITERS=3
+if [ "${FULL:-0}" = 1 ]; then
+  NHOSTS=16 GRIDS="4x1, 8x1, 16x1" FULL_ITERS=1
+  if [ "${SMOKE:-0}" = 1 ]; then E1=32M; else S1=256M E1=1G; fi
+fi
+E1=${E1:-$S1} ITERS=${ITERS:-$FULL_ITERS}
+HOSTS=$(seq -s ', ' -f 'node%g' 0 $((NHOSTS - 1)))
 W=/tmp/network_gpu; rm -rf "$W"; mkdir -p "$W"
 S="$OUT/summary.txt"
 since() { echo "$(( $(date +%s) - $1 )) s"; }
@@ -36,8 +45,8 @@ mpirun --version | head -1
 uname -r
 T0=$(date +%s)
 
-echo; echo "== cluster up 8 (namespaces through netlink)"
-"$PY" -m envmatrix cluster up 8 --name gpunet 2>&1 | tail -12
+echo; echo "== cluster up $NHOSTS (namespaces through netlink)"
+"$PY" -m envmatrix cluster up $NHOSTS --name gpunet 2>&1 | tail -12
 AGENT=$("$PY" -c 'from envmatrix import cluster; print(cluster.attach("gpunet").agent)')
 cat > "$W/cluster.yaml" <<EOF
 name: network_gpu
@@ -53,15 +62,16 @@ cat > "$W/seed001.yaml" <<EOF
 name: seed001
 backend: $SEED001_BACKEND
 launcher: mpirun
-hosts: [node0, node1, node2, node3, node4, node5, node6, node7]
+hosts: [$HOSTS]
 launcher_opts: {mpirun: {extra_args: [--mca, plm, rsh, --mca, plm_rsh_agent, $AGENT]}}
 setups: {socket: {NCCL_SOCKET_IFNAME: eth0, NCCL_IB_DISABLE: "1"}}
-grids: [4x1, 8x1]
+grids: [$GRIDS]
 network: {default: {}, b5g: {rate: 5gbit}}
-probe: {timeout_s: 300, bench: {collectives: [allreduce, ps_central, ps_sharded], min_bytes: $S1, max_bytes: $S1,
-        iters: 3, warmup: 1, check: false}}
+probe: {timeout_s: 300, bench: {collectives: [allreduce, ps_central, ps_sharded], min_bytes: $S1, max_bytes: $E1,
+        factor: 4, iters: $ITERS, warmup: 1, check: false}}
 EOF
 
+if [ "${FULL:-0}" != 1 ]; then
 echo; echo "== (1) seed 000: p2p 64M/128M, 2 hosts on GPU 0, gloo and nccl, 4 conditions"
 t=$(date +%s)
 timeout 300 "$PY" -m envmatrix bench conf="$W/cluster.yaml" --setup socket --grid 2x1 -c p2p -b $B0 -e $E0 \
@@ -71,10 +81,11 @@ timeout 300 "$PY" -m envmatrix bench conf="$W/cluster.yaml" --setup socket --gri
 echo "-- rc $?, $(since $t)"
 "$PY" -m envmatrix report "$W/seed000" --table conditions --title "seed 000 on $GPU, 2 emulated hosts sharing GPU 0"
 grep -E "error|refused" "$W/seed000.log" | tail -5
+fi
 
-echo; echo "== (2) seed 001: allreduce, ps_central, ps_sharded at 256 MiB, 4 and 8 hosts on GPU 0, nccl, 2 conditions"
+echo; echo "== (2) seed 001: allreduce, ps_central, ps_sharded at $S1-$E1, $GRIDS hosts on GPU 0, nccl, 2 conditions"
 t=$(date +%s)
-timeout 330 "$PY" -m envmatrix sweep conf="$W/seed001.yaml" $SWEEP_FLAGS --out "$W/seed001" > "$W/seed001.log" 2>&1
+timeout "${SEED001_LIMIT:-330}" "$PY" -m envmatrix sweep conf="$W/seed001.yaml" $SWEEP_FLAGS --out "$W/seed001" > "$W/seed001.log" 2>&1
 echo "-- rc $?, $(since $t)"
 "$PY" -m envmatrix report "$W/seed001" --table conditions --title "seed 001 on $GPU, emulated hosts sharing GPU 0"
 grep -E "passed|error|refused" "$W/seed001.log" | tail -5
