@@ -88,6 +88,24 @@ def test_a_cuda_context_made_ahead_fits_only_a_run_that_differs_in_variables_rea
         assert cuda_init_env({**next_run, var: value}) != cuda_init_env(run), var  # a fresh child for these
 
 
+def test_a_child_that_could_not_make_its_cuda_context_ahead_is_never_used(tmp_path):
+    # ENVMATRIX_POOL_CUDA_PREINIT=1 on a box without CUDA: each NCCL run forks the next child to make a context ahead,
+    # it cannot (prepare_cuda says no), so the next run gets a fresh child; every run still runs and reports
+    marker = "pool-preinit-" + tmp_path.name
+    with WarmPool({**os.environ, "ENVMATRIX_TEST_MARKER": marker, "ENVMATRIX_POOL_CUDA_PREINIT": "1"}) as pool:
+        for attempt in range(3):
+            run_dir = tmp_path / str(attempt)
+            run_dir.mkdir()
+            spec = _rank_spec(run_dir, 0, 1, free_port(), marker, ENVMATRIX_BACKEND="nccl", NCCL_ALGO=f"a{attempt}")
+            (out,) = pool.run_group([spec], timeout_s=120)
+            report = _report(run_dir, 0)
+            assert out.exit_code == 1 and report["outcome"] == "init_error", (run_dir / "rank0.log").read_text()
+            assert "pool_prepared" not in report  # (a CPU torch fails at NCCL's version, before it says how it started)
+            assert report["env"]["NCCL_ALGO"] == f"a{attempt}"
+        assert len(pool._all) == 1 and pool.started == {"pooled": 3, "cold": 0}
+    assert_no_processes(marker)
+
+
 def test_no_env_leaks_from_one_config_to_the_next_through_the_child_forked_ahead(tmp_path):
     # one server, one rank: config B runs in the child the server forked while A ran; B must see only its own env
     marker = "pool-leak-" + tmp_path.name

@@ -221,6 +221,11 @@ def test_a_waiting_child_says_whether_it_prepared_before_it_takes_its_request(tm
             return outcome
 
         child = fork_waiting_call(lambda request: 5, "test child", prepare)
-        assert child.prepared() is said
+        assert child.prepared(30) is said
         child.start({"env": {}, "log_path": str(tmp_path / "log")})
         assert _result(child) == (b"5\n", 5)  # the code still follows on the same pipe
+    slow = fork_waiting_call(lambda request: 0, "test child", lambda: time.sleep(60) or True)
+    t0 = time.monotonic()
+    assert slow.prepared(0.5) is False and time.monotonic() - t0 < 5  # a prepare that does not finish: not used
+    os.kill(slow.pid, 9)
+    assert _result(slow) == (b"", -9)

@@ -24,10 +24,14 @@ from __future__ import annotations
 import json
 import os
 import select
+import signal
 import sys
 from typing import Optional
 
 from envmatrix.execution.processes import WaitingChild, fork_waiting_call
+
+# A child still making its CUDA context this long after the next run asked for it is not used (a fresh child is).
+PREPARE_TIMEOUT_S = 30.0
 
 
 def _say(msg: dict) -> None:
@@ -104,12 +108,18 @@ class _Spare:
 
         same = (cuda_device_of(env) == cuda_device_of(self.prepared_for)
                 and cuda_init_env(env) == cuda_init_env(self.prepared_for))
-        return same and self.child.prepared()
+        return same and self.child.prepared(PREPARE_TIMEOUT_S)
 
     def let_go(self, reaper: "_Reaper") -> None:
-        """Discard it: it exits once it reads EOF (after a prepare under way), reaped without waiting here."""
+        """Discard it, reaped without waiting here: one that prepares something may be inside CUDA, so it is killed
+        (its own group) rather than left to finish that first."""
         self.child.discard()
         os.close(self.child.result_fd)
+        if self.prepared_for is not None:
+            try:
+                os.killpg(self.child.pid, signal.SIGKILL)
+            except OSError:
+                pass
         reaper.add(self.child.pid)
 
 

@@ -364,10 +364,13 @@ class WaitingChild:
             os.close(self.request_fd)
             self.request_fd = -1
 
-    def prepared(self) -> bool:
-        """Whether the ``prepare`` it was forked with succeeded (blocks until it is done); only for such a child."""
-        line = b""
+    def prepared(self, timeout_s: float) -> bool:
+        """Whether the ``prepare`` it was forked with succeeded, waiting at most ``timeout_s`` for it to finish (not
+        finished: False); only for a child forked with one."""
+        line, deadline = b"", time.monotonic() + timeout_s
         while not line.endswith(b"\n"):
+            if not select.select([self.result_fd], [], [], max(0.0, deadline - time.monotonic()))[0]:
+                return False
             chunk = os.read(self.result_fd, 1)  # one byte at a time: what follows is the run's code
             if not chunk:
                 return False
