@@ -31,7 +31,7 @@ if [ "${FULL:-0}" = 1 ]; then
   NHOSTS=16 GRIDS="4x1, 8x1, 16x1" FULL_ITERS=1
   if [ "${SMOKE:-0}" = 1 ]; then E1=32M; else S1=256M E1=1G; fi
 fi
-E1=${E1:-$S1} ITERS=${ITERS:-$FULL_ITERS}
+E1=${E1:-$S1} ITERS=${ITERS:-$FULL_ITERS} GRIDS=${ONLY_GRIDS:-$GRIDS}  # ONLY_GRIDS="16x1, 8x1": those, in that order
 HOSTS=$(seq -s ', ' -f 'node%g' 0 $((NHOSTS - 1)))
 W=/tmp/network_gpu; rm -rf "$W"; mkdir -p "$W"
 S="$OUT/summary.txt"
