@@ -378,3 +378,29 @@ def test_bad_input_kills_the_prestarted_servers_and_writes_nothing(cli, tmp_path
     assert done.stderr.count("\n") == 1 and "error" in done.stderr
     assert not out.exists()
     assert_no_processes(cli.marker, wait_s=15)
+
+
+def test_a_pooled_rank_waits_for_rank0s_store_by_the_socket_table_without_connecting():
+    # pooled ranks start within a millisecond of each other; torch's client retries a refused connect only after
+    # ~0.5-1.5 s (1 in 6 pooled 2x1 gloo runs paid it); a probing connect could connect to itself and take the port
+    import socket
+    import threading
+
+    from envmatrix.rank.main import port_listening, wait_for_rank0_store
+
+    for family, host in ((socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1")):
+        server = socket.socket(family)
+        server.bind((host, 0))
+        port = server.getsockname()[1]
+        assert not port_listening(port)  # bound is not listening
+        threading.Timer(0.2, server.listen).start()
+        t0 = time.monotonic()
+        wait_for_rank0_store({"MASTER_PORT": str(port)}, limit_s=20)
+        waited = time.monotonic() - t0
+        assert port_listening(port) and 0.15 < waited < 10, waited
+        with socket.create_connection((host, port)) as client:
+            assert not port_listening(client.getsockname()[1])  # a connected socket is not a listener
+        server.close()
+    t0 = time.monotonic()
+    wait_for_rank0_store({"MASTER_PORT": str(port)}, limit_s=0.3)  # nobody listens: torch's rendezvous goes on
+    assert 0.25 < time.monotonic() - t0 < 10

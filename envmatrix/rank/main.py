@@ -29,6 +29,8 @@ READ_AFTER_CUDA_INIT_PREFIXES = ("NCCL_", "ENVMATRIX_")
 READ_AFTER_CUDA_INIT = frozenset(
     {"MASTER_ADDR", "MASTER_PORT"} | {name for names in LAUNCHER_RANK_VARS["torchrun"] for name in names})
 CUDA_COMPUTE_MODE_ATTR, CUDA_COMPUTE_MODE_DEFAULT = 20, 0  # CU_DEVICE_ATTRIBUTE_COMPUTE_MODE, CU_COMPUTEMODE_DEFAULT
+# netlink sock_diag (linux/sock_diag.h, inet_diag.h, netlink.h): which sockets listen, without touching them
+NETLINK_SOCK_DIAG, SOCK_DIAG_BY_FAMILY, NLM_F_REQUEST_DUMP, NLMSG_ERROR, NLMSG_DONE, TCP_LISTEN = 4, 20, 0x301, 2, 3, 10
 
 
 class Reporter:
@@ -109,6 +111,53 @@ def torch_timeout_s(spec: dict[str, Any]) -> float:
     timeout), never an init_error of its own. The driver's deadline starts only once every rank is started
     (a warm-pool spawn included), so a rank may start waiting up to that long before it: hence twice."""
     return 2 * float(spec.get("timeout_s", 120)) + float(spec.get("grace_s", 5.0))
+
+
+def wait_for_rank0_store(env: Mapping[str, str], limit_s: float = 0.5, every_s: float = 0.002) -> None:
+    """Wait (at most ``limit_s``) until rank 0's rendezvous store listens on MASTER_PORT. Pooled ranks start within a
+    millisecond of each other, and torch's client retries a refused connect only after a backoff of ~0.5-1.5 s,
+    which a rank that came before rank 0 had bound its store paid (1 in 6 pooled 2x1 runs on the CPU box). Pooled
+    ranks share the driver's host and network namespace with rank 0, so the kernel's socket table says when it
+    listens; no connection is made (a connect to a port nobody holds yet can connect to itself and take the port).
+    Past the limit, or without /proc/net, torch's own rendezvous goes on as before."""
+    port = env.get("MASTER_PORT") or ""
+    if not port.isdigit():
+        return
+    deadline = time.monotonic() + limit_s
+    while not port_listening(int(port)) and time.monotonic() < deadline:
+        time.sleep(every_s)
+
+
+def port_listening(port: int) -> bool:
+    """Whether a TCP socket of this network namespace listens on ``port`` (IPv4 or IPv6), asked of the kernel's
+    socket table through netlink sock_diag (listeners only: a few entries; /proc/net/tcp lists every socket and took
+    15 ms a read on a busy box). True when the kernel cannot be asked, so the caller waits for nothing."""
+    import socket
+    import struct
+
+    try:
+        sock = socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, NETLINK_SOCK_DIAG)
+    except (OSError, AttributeError):
+        return True
+    with sock:
+        for family in (socket.AF_INET, socket.AF_INET6):
+            # inet_diag_req_v2: family, protocol, ext, pad, states (TCP_LISTEN only), inet_diag_sockid zeroed
+            request = struct.pack("=BBBBI", family, socket.IPPROTO_TCP, 0, 0, 1 << TCP_LISTEN) + bytes(48)
+            sock.send(struct.pack("=IHHII", 16 + len(request), SOCK_DIAG_BY_FAMILY, NLM_F_REQUEST_DUMP, 1, 0) + request)
+            while True:
+                data, offset = sock.recv(65536), 0
+                while offset + 16 <= len(data):
+                    length, kind = struct.unpack_from("=IH", data, offset)
+                    if kind in (NLMSG_DONE, NLMSG_ERROR) or length < 16:
+                        break
+                    # inet_diag_msg: family, state, timer, retrans, then the socket id, source port first (big-endian)
+                    if struct.unpack_from(">H", data, offset + 16 + 4)[0] == port:
+                        return True
+                    offset += (length + 3) & ~3
+                else:
+                    continue  # the dump goes on in the next datagram
+                break
+    return False
 
 
 def stall_here(stall: Any, rank: int, seq: int) -> None:
@@ -248,6 +297,8 @@ def main() -> int:
         reporter.phase("init")
         stall_here(spec.get("stall"), rank, 0)  # seq 0: a rank that never joins the rendezvous
         t0 = time.perf_counter()
+        if START_MODE == "pooled" and rank != 0:
+            wait_for_rank0_store(os.environ)
         timeout = datetime.timedelta(seconds=torch_timeout_s(spec))
         if backend == "nccl":
             device = torch.device("cuda", int(os.environ.get("ENVMATRIX_DEVICE", local_rank)))
