@@ -297,19 +297,21 @@ def main() -> int:
         reporter.phase("init")
         stall_here(spec.get("stall"), rank, 0)  # seq 0: a rank that never joins the rendezvous
         t0 = time.perf_counter()
-        if START_MODE == "pooled" and rank != 0:
-            wait_for_rank0_store(os.environ)
         timeout = datetime.timedelta(seconds=torch_timeout_s(spec))
+        # right before the rendezvous: rank 0 binds its store only there (after its CUDA context on NCCL)
+        store_wait = wait_for_rank0_store if START_MODE == "pooled" and rank != 0 else (lambda env: None)
         if backend == "nccl":
             device = torch.device("cuda", int(os.environ.get("ENVMATRIX_DEVICE", local_rank)))
             torch.cuda.set_device(device)
             reporter.data["device"] = torch.cuda.get_device_name(device)
+            store_wait(os.environ)
             dist.init_process_group("nccl", rank=rank, world_size=world, timeout=timeout, device_id=device)
             # device_id makes NCCL create its communicator now; a barrier proves it works.
             dist.barrier()
         else:
             device = torch.device("cpu")
             reporter.data["device"] = "cpu"
+            store_wait(os.environ)
             dist.init_process_group("gloo", rank=rank, world_size=world, timeout=timeout)
         reporter.data["timings"]["init_s"] = time.perf_counter() - t0
         reporter.data.update(host_identity(os.environ, torch, device))
