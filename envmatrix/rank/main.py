@@ -132,14 +132,20 @@ def port_listening(port: int) -> bool:
     """Whether a TCP socket of this network namespace listens on ``port`` (IPv4 or IPv6), asked of the kernel's
     socket table through netlink sock_diag (listeners only: a few entries; /proc/net/tcp lists every socket and took
     15 ms a read on a busy box). True when the kernel cannot be asked, so the caller waits for nothing."""
-    import socket
     import struct
 
     try:
-        sock = socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, NETLINK_SOCK_DIAG)
-    except (OSError, AttributeError):
+        return _listening_in_socket_table(port)
+    except (OSError, AttributeError, struct.error):  # no netlink here (not Linux, a sandbox that refuses it)
         return True
-    with sock:
+
+
+def _listening_in_socket_table(port: int) -> bool:
+    import socket
+    import struct
+
+    with socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, NETLINK_SOCK_DIAG) as sock:
+        sock.settimeout(1.0)  # an answer that never ends is no answer (OSError: the caller waits for nothing)
         for family in (socket.AF_INET, socket.AF_INET6):
             # inet_diag_req_v2: family, protocol, ext, pad, states (TCP_LISTEN only), inet_diag_sockid zeroed
             request = struct.pack("=BBBBI", family, socket.IPPROTO_TCP, 0, 0, 1 << TCP_LISTEN) + bytes(48)
