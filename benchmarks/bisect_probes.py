@@ -21,7 +21,9 @@ the CLI runs); "2 masked (2 lines)": two single culprits, the first fails at
 init with one line and masks the second, which fails at the first collective
 with another line. ``--placement-seed`` picks the family: 0 = tuning family;
 1 and 7 = earlier held-out families (seen since); 1001 = the held-out family of
-the lazy-baseline search (run once, nothing changed after).
+the lazy-baseline search; 39 = issue 39's first measurement at 24 and 40; 3940
+(uniform) and 3941 (adjacent, spread) = the held-out families of issue 39 point 11
+(each run once, nothing changed after).
 
 Placements: each trial draws the culprit positions uniformly among the n atoms,
 which is a random atom order. Values are not simulated because the search never
@@ -30,7 +32,10 @@ through the outcome of a probe, which the placement (which atoms are culprits)
 decides here. So random values with the same culprit placement give the same
 probes, and random positions cover random orders.
 
-Usage: python benchmarks/bisect_probes.py [--trials 200] [--sizes 8,16,24,32,64]
+``--placement`` picks where the culprits sit: uniform (default), adjacent or spread (see PLACEMENTS); the search
+orders atoms by its own seeded shuffle, so every placement should cost what a uniform one does.
+
+Usage: python benchmarks/bisect_probes.py [--trials 200] [--sizes 8,16,24,32,64] [--placement uniform]
        [--flaky-trials 200] [--flaky-sizes 16,24]
 """
 
@@ -45,14 +50,33 @@ import time
 from envmatrix.bisect.peel import find_all_culprits
 from envmatrix.bisect import EXPLAIN, FAIL, PASS, STRICT
 
-SCENARIOS = {
-    "1 culprit": lambda rng, n: [frozenset(rng.sample(range(n), 1))],
-    "2-atom interaction": lambda rng, n: [frozenset(rng.sample(range(n), 2))],
-    "3-atom interaction": lambda rng, n: [frozenset(rng.sample(range(n), 3))],
-    "2 independent": lambda rng, n: [frozenset([a]) for a in rng.sample(range(n), 2)],
-    "2 masked (2 lines)": lambda rng, n: [frozenset([a]) for a in rng.sample(range(n), 2)],
-}
-TARGETS_N24 = {"1 culprit": 8.5, "2-atom interaction": 12.5, "3-atom interaction": 17.0, "2 independent": 14.5, "2 masked (2 lines)": 16.0}
+# kind: (culprit atoms, whether they fail only together)
+KINDS = {"1 culprit": (1, True), "2-atom interaction": (2, True), "3-atom interaction": (3, True),
+         "2 independent": (2, False), "2 masked (2 lines)": (2, False)}
+# Where the culprits sit in the env. uniform: anywhere (a random atom order); adjacent: next to each other (related
+# variables written together in a site script); spread: evenly apart (one near the top, one near the bottom).
+def _adjacent(rng: random.Random, n: int, k: int) -> list[int]:
+    start = rng.randrange(n - k + 1)
+    return list(range(start, start + k))
+
+
+def _spread(rng: random.Random, n: int, k: int) -> list[int]:
+    start = rng.randrange(n // k)
+    return [start + j * (n // k) for j in range(k)]
+
+
+PLACEMENTS = {"uniform": lambda rng, n, k: rng.sample(range(n), k), "adjacent": _adjacent, "spread": _spread}
+
+
+def draw(rng: random.Random, n: int, scenario: str, placement: str = "uniform") -> list[frozenset]:
+    k, together = KINDS[scenario]
+    positions = PLACEMENTS[placement](rng, n, k)
+    return [frozenset(positions)] if together else [frozenset([a]) for a in positions]
+
+
+SCENARIOS = {kind: (lambda rng, n, kind=kind: draw(rng, n, kind)) for kind in KINDS}
+# issue 11 (24 atoms) and issue 39 point 11 (24 and 40 variables)
+TARGETS = {24: dict(zip(KINDS, (8.5, 12.5, 17.0, 14.5, 16.0))), 40: dict(zip(KINDS, (9.2, 14.0, 19.3, 16.0, 17.5)))}
 # the first set fails at init and masks the second, which fails at the first collective (another line)
 MASKED = "2 masked (2 lines)"
 FLAKY_SCENARIOS = ("1 culprit", "2-atom interaction")
@@ -86,11 +110,12 @@ def same(culprits, truth) -> bool:
     return sorted(map(sorted, culprits)) == sorted(map(sorted, truth))
 
 
-def measure(n: int, scenario: str, trials: int, seed: int = 0, certify: str = EXPLAIN) -> tuple[float, float, int]:
+def measure(n: int, scenario: str, trials: int, seed: int = 0, certify: str = EXPLAIN,
+            placement: str = "uniform") -> tuple[float, float, int]:
     rng = random.Random(seed * 1000 + n)
     counts, wrong = [], 0
     for t in range(trials):
-        truth = SCENARIOS[scenario](rng, n)
+        truth = draw(rng, n, scenario, placement)
         # what `envmatrix bisect` runs: every signature, peeled, each probe counted (no cap, to see the tail)
         result = find_all_culprits(n, sig_oracle_for(truth, scenario == MASKED), seed=t, certify=certify, max_probes=10_000)
         counts.append(result.probes)
@@ -156,6 +181,7 @@ def main() -> int:
     ap.add_argument("--flaky-sizes", default="16,24")
     ap.add_argument("--certify", choices=(EXPLAIN, STRICT), default=EXPLAIN)
     ap.add_argument("--placement-seed", type=int, default=0, help="seed of the random culprit placements")
+    ap.add_argument("--placement", choices=tuple(PLACEMENTS), default="uniform", help="where culprits sit in the env")
     ap.add_argument("--quickxplain", action="store_true", help="also print QuickXplain's probe counts (reference)")
     args = ap.parse_args()
     if args.quickxplain:
@@ -163,13 +189,14 @@ def main() -> int:
             row = [f"{measure_quickxplain(n, sc, max(args.trials, 1), args.placement_seed):.2f}" for sc in SCENARIOS if sc not in ("2 independent", MASKED)]
             print(f"QuickXplain (one set, + found set alone + repaired env), n={n}: " + " / ".join(row))
     if args.trials > 0:
-        print("| n | scenario | mean probes | max | wrong | target (n=24) | seconds |")
+        print("| n | scenario | mean probes | max | wrong | target | seconds |")
         print("| --- | --- | --- | --- | --- | --- | --- |")
         for n in map(int, args.sizes.split(",")):
             for scenario in args.scenarios.split(","):
                 t0 = time.time()
-                mean, worst, wrong = measure(n, scenario, args.trials, args.placement_seed, args.certify)
-                target = TARGETS_N24[scenario] if n == 24 else ""
+                mean, worst, wrong = measure(n, scenario, args.trials, args.placement_seed, args.certify,
+                                             args.placement)
+                target = TARGETS.get(n, {}).get(scenario, "")
                 print(f"| {n} | {scenario} | {mean:.2f} | {worst} | {wrong} | {target} | {time.time() - t0:.1f} |", flush=True)
     if args.flaky_trials > 0 and args.flaky_sizes:
         print()

@@ -28,8 +28,14 @@ The baseline (the empty set) is not launched up front with exact probes: any pas
 passes (monotone), and every certificate above holds one (the repaired env), so a separate baseline probe is
 a redundant proof. The class carries "the baseline fails" (every set fails) with a small prior instead; when
 the search's probes keep failing it becomes worth probing the baseline, and a failing baseline ends the
-search ("baseline fails", about 5 probes more than probing it first at n = 24). With flaky probes the
-baseline is confirmed first, as no implication between noisy outcomes is used.
+search ("baseline fails", about 5 probes more than probing it first at n = 24). It is probed outright only
+once "the baseline fails" holds half the posterior, not as soon as it leads (at 40 atoms its small prior
+leads before any probe). With flaky probes the baseline is confirmed first, as no implication between noisy
+outcomes is used.
+
+The search numbers the atoms in its own seeded random order, so its ties (the first split, equally suspect
+atoms) fall independently of where the culprits sit in the caller's env: related variables written next to
+each other, or culprits at both ends of a site script, cost on average what a random placement costs.
 
 When the class cannot explain what the probes showed, a model-free search
 (prefix bisection plus dualisation) takes over from the cached outcomes and
@@ -72,6 +78,10 @@ from envmatrix.bisect.selection import LAMBDA, choose_test
 # Prior of "the baseline fails" while it is unprobed: small, so a normal search pays ~0.03 bits for it and
 # probes the baseline only once about log2(1 / BASELINE_FAILS) probes in a row have failed.
 BASELINE_FAILS = 0.02
+# ... and probed outright once it is that likely. Merely leading is not enough: with n atoms each single culprit
+# starts at 0.55 / n, below 0.02 from n = 28 on, so the baseline (which nearly always passes) would be probed
+# second at 40 variables; below this the probe choice decides (the baseline is one of its candidates).
+BASELINE_PROBE_AT = 0.5
 
 __all__ = ["EXPLAIN", "FAIL", "PASS", "STRICT", "UNRESOLVED", "HypothesisClass", "CulpritResult", "find_culprits"]
 
@@ -115,6 +125,27 @@ def find_culprits(
     """
     if certify not in CERTIFY_LEVELS:
         raise ValueError(f"certify: {certify!r} not allowed; allowed: {', '.join(CERTIFY_LEVELS)}")
+    # The search sees the atoms in a seeded random order: where ties between equally suspect atoms are broken
+    # (first split, candidate ranking) is then unrelated to where the culprits sit in the caller's env, so the
+    # cost of any placement (related variables next to each other, culprits at the ends) is on average that
+    # of a random one.
+    order = list(range(n))
+    random.Random(f"atom-order:{seed}:{n}").shuffle(order)
+    inner = {atom: i for i, atom in enumerate(order)}
+
+    def outer(atoms: frozenset) -> frozenset:
+        return frozenset(order[i] for i in atoms)
+
+    result = _search(n, lambda atoms: oracle(outer(atoms)), repeats=repeats,
+                     known={frozenset(inner[a] for a in atoms): o for atoms, o in (known or {}).items()}, cls=cls,
+                     seed=seed, budget=budget, noise=noise, confidence=confidence, certify=certify)
+    return dataclasses.replace(result, culprits=sorted(map(outer, result.culprits), key=sorted),
+                               trail=[(outer(atoms), o) for atoms, o in result.trail],
+                               unresolved=[outer(atoms) for atoms in result.unresolved])
+
+
+def _search(n: int, oracle: Oracle, *, repeats: int, known: Optional[dict[frozenset, str]], cls: HypothesisClass,
+            seed: int, budget: int, noise: Optional[float], confidence: float, certify: str) -> CulpritResult:
     universe = frozenset(range(n))
     probes = Probes(n, oracle, repeats, known, budget)
     flaky = probes.repeats > 1
@@ -158,14 +189,15 @@ def find_culprits(
         while model.alive and n > 1:
             i = model.map_index()
             sets = model.sets(i)
-            if sets == [frozenset()]:  # "the baseline fails" leads
+            baseline_leads = sets == [frozenset()]
+            if baseline_leads and model.map_weight() >= BASELINE_PROBE_AT:
                 if probes.settle(frozenset()) != PASS:
                     return baseline_fails()
                 model.observe(frozenset(), PASS)
                 continue
-            certs = certificate_tests(universe, sets, certify)
+            certs = [] if baseline_leads else certificate_tests(universe, sets, certify)
             if not flaky:
-                if all(probes.certified(a, o) for a, o in certs):
+                if certs and all(probes.certified(a, o) for a, o in certs):
                     return _finish(probes, universe, certify, sets, method)
                 # a certificate that can never be established: report the best explanation, incomplete
                 stuck = [a for a, o in certs if not probes.certified(a, o) and probes.cache.get(a) == UNRESOLVED]
