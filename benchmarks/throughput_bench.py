@@ -46,8 +46,8 @@ def envmatrix_side(args, grid: str, side: str, rnd: int) -> dict:
     if side == "pool_before":  # run from DIR: `python -m` puts the working directory first on sys.path
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (args.before, os.environ.get("PYTHONPATH")) if p)}
         cwd = args.before
-    if side == "pool_preinit":
-        env = {**os.environ, "ENVMATRIX_POOL_CUDA_PREINIT": "1"}
+    if side in ("pool", "pool_preinit"):  # the plain pool without the context made ahead (on by default on a GPU)
+        env = {**os.environ, "ENVMATRIX_POOL_CUDA_PREINIT": "1" if side == "pool_preinit" else "0"}
     t0, wall0 = time.perf_counter(), time.time()
     done = subprocess.run(argv, capture_output=True, text=True, shell=False, env=env, cwd=cwd)
     total = time.perf_counter() - t0

@@ -88,6 +88,16 @@ def test_a_cuda_context_made_ahead_fits_only_a_run_that_differs_in_variables_rea
         assert cuda_init_env({**next_run, var: value}) != cuda_init_env(run), var  # a fresh child for these
 
 
+def test_cuda_contexts_are_made_ahead_by_default_only_where_a_driver_is_present(monkeypatch):
+    from envmatrix.execution import pool_server
+
+    for present in (True, False):
+        monkeypatch.setattr(pool_server.os.path, "exists", lambda path, present=present: present and path == "/dev/nvidiactl")
+        assert pool_server.cuda_preinit_enabled({}) is present
+        assert pool_server.cuda_preinit_enabled({"ENVMATRIX_POOL_CUDA_PREINIT": "0"}) is False
+        assert pool_server.cuda_preinit_enabled({"ENVMATRIX_POOL_CUDA_PREINIT": "1"}) is True
+
+
 def test_a_child_that_could_not_make_its_cuda_context_ahead_is_never_used(tmp_path):
     # ENVMATRIX_POOL_CUDA_PREINIT=1 on a box without CUDA: each NCCL run forks the next child to make a context ahead,
     # it cannot (prepare_cuda says no), so the next run gets a fresh child; every run still runs and reports
