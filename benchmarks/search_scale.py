@@ -261,7 +261,9 @@ def recorded_tables(size: str) -> tuple[dict, dict]:
     + allgather busbw, geometric mean) at 256M and the same objective at ``size``, per config."""
     from search_efficiency import load_search, table_from_store
 
-    space, objectives, grids = load_search(REPO / "conf" / "search_h200_1x4.yaml")
+    from envmatrix.paths import conf_dir
+
+    space, objectives, grids = load_search(conf_dir() / "search_h200_1x4.yaml")
     cheap = parse_objectives({"collectives": ["allreduce", "allgather"], "size": size, "weights": {"allreduce": 2}}, "cheap", grids)
     full = {r: v[0] for r, v in table_from_store(RECORDED_1X4, space, objectives).items()}
     return {r: v[0] for r, v in table_from_store(RECORDED_1X4, space, cheap).items()}, full
