@@ -398,7 +398,7 @@ def test_a_pooled_rank_waits_for_rank0s_store_by_the_socket_table_without_connec
     import socket
     import threading
 
-    from envmatrix.rank.main import port_listening, wait_for_rank0_store
+    from envmatrix.rank.store_wait import port_listening, wait_for_rank0_store
 
     for family, host in ((socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1")):
         server = socket.socket(family)
