@@ -92,8 +92,8 @@ def test_killed_driver_leaves_no_running_trial(cli, tmp_path):
     running = []
     while time.time() < deadline and not running:
         time.sleep(0.3)
-        # Processes first, then a fresh read: a trial read before its rank started may predate its
-        # worker_* attrs (ask() and set_user_attr are separate writes), which made this test flaky.
+        # Processes first, then a fresh read: the trial the ranks belong to is the one to kill the driver under
+        # (its worker_* attrs come in the transaction that makes it RUNNING: search.ownership.ask_owned).
         if not (out / "study.sqlite").exists() or len(processes_with_marker(cli.marker)) <= 1:
             continue
         try:
