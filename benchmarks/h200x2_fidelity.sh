@@ -14,6 +14,10 @@
 #   REPEATS=0 SMALL_REPEATS=N ...            only those (a second call; tables pool every repeat of both calls)
 #   COLLS=a,b HOST_ONLY=1 ...                those collectives only (each envmatrix process times just them, in that
 #                                            order), default/host timing only
+#   BINDS="none core" ...                     each repeat runs both tools once per CPU binding (issue 40: is the per-process
+#                                            spread where each rank's threads land?): none = today's `--bind-to none`
+#                                            (envmatrix's local launcher), core = both tools under mpirun with
+#                                            OpenMPI's `--bind-to core` (rank i on core i); raw names get `-core`
 #   G2=0 ...                                 skips the single-process `-g 2` reference (its runs, about a third
 #                                            of the call) when device time is short
 # The fair reference is one process per GPU, as envmatrix runs: nccl-tests built with MPI=1 and run as
@@ -68,8 +72,10 @@ mpi=(mpirun --allow-run-as-root --oversubscribe --bind-to none -np "$gpus"
      -x LD_LIBRARY_PATH -x NCCL_NVLS_ENABLE -x TORCH_SYMM_MEM_DISABLE_MULTICAST -x NVSHMEM_DISABLE_NVLS)
 nccl_tests() {  # layout(mpi|g2) mode repeat extra-flags...
   local layout=$1 mode=$2 r=$3; shift 3
+  local mpi=("${mpi[@]}")
+  [ "$bind" = none ] || { mpi=("${mpi[@]/none/$bind}"); mode=$mode-$bind; }
   [ "$layout" = mpi ] && [ $have_mpi = 0 ] && return
-  [ "$layout" = g2 ] && [ $have_g2 = 0 ] && return
+  [ "$layout" = g2 ] && { [ $have_g2 = 0 ] || [ "$bind" != none ]; } && return  # one process: nothing to bind
   for c in "${colls[@]}"; do
     local f="$raw/nt_${layout}-${mode}_r${r}_${binary[$c]}.txt"
     if [ "$layout" = mpi ]; then
@@ -80,13 +86,14 @@ nccl_tests() {  # layout(mpi|g2) mode repeat extra-flags...
   done
 }
 envmatrix_bench() {  # timing repeat [package-dir label]
-  local label=${4:-}$1
+  local label=${4:-}$1 launch=()
+  [ "$bind" = none ] || { label=$label-$bind; launch=(launcher=mpirun "launcher_opts.mpirun.extra_args=[--bind-to,$bind]"); }
   # from inside the package's tree: `python3 -m` puts the working directory first on sys.path
   (cd "${3:-$PWD}" && PYTHONPATH=/tmp/site:${3:-$PWD} timeout 200 python3 -m envmatrix bench --grid "$grid" "${sweep[@]}" -c "$clist" \
-    --timing "$1" --timeout 180 --out "$raw/em_${label}_r$2") >>"$log" 2>&1 || echo "envmatrix $label r$2 rc=$?" >>"$log"
+    --timing "$1" --timeout 180 --out "$raw/em_${label}_r$2" "${launch[@]}") >>"$log" 2>&1 || echo "envmatrix $label r$2 rc=$?" >>"$log"
 }
 old_timings=(${OLD_TIMINGS:-host})
-old_arm() { [ -n "${OLD:-}" ] || return 0; for t in "${old_timings[@]}"; do envmatrix_bench "$t" "$1" "$OLD" old; done; }
+old_arm() { [ -n "${OLD:-}" ] && [ "$bind" = none ] || return 0; for t in "${old_timings[@]}"; do envmatrix_bench "$t" "$1" "$OLD" old; done; }
 
 tables() {  # rewritten after every repeat: a later failure or timeout keeps what was measured so far
   {
@@ -105,6 +112,14 @@ tables() {  # rewritten after every repeat: a later failure or timeout keeps wha
         python3 benchmarks/fidelity_table.py "$grid" "$raw/em_old${t}_r*" "$raw/nt_mpi-${nt}_r*_*.txt" "$t of $OLD vs mpirun -g 1$flags"
       done
     fi
+    for b in "${binds[@]}"; do
+      [ "$b" = none ] && continue
+      echo
+      python3 benchmarks/fidelity_table.py "$grid" "$raw/em_host-${b}_r*" "$raw/nt_mpi-default-${b}_r*_*.txt" "host vs mpirun -g 1 default, both --bind-to $b"
+      [ "${HOST_ONLY:-0}" = 1 ] && continue
+      echo
+      python3 benchmarks/fidelity_table.py "$grid" "$raw/em_graph-${b}_r*" "$raw/nt_mpi-graph-${b}_r*_*.txt" "graph vs mpirun -g 1 -G 1, both --bind-to $b"
+    done
     if [ "$have_g2" = 1 ]; then
       echo
       python3 benchmarks/fidelity_table.py "$grid" "$raw/em_host_r*" "$raw/nt_g2-default_r*_*.txt" "host vs single-process -g $gpus default"
@@ -116,9 +131,9 @@ tables() {  # rewritten after every repeat: a later failure or timeout keeps wha
 
 # interleaved: each repeat runs every side once, alternating who goes first; the small repeats after the full ones
 small_repeats=${SMALL_REPEATS:-0}
-for r in $(seq 1 "$repeats") $(seq 101 $((100 + small_repeats))); do
-  [ "$r" -gt 100 ] && sweep=(-b 8 -e 256K -f 8 -n 20 -w 5)
-  echo "== repeat $r $(date -u +%T)" >>"$log"
+binds=(${BINDS:-none})
+bind=none
+repeat_once() {  # one side each, alternating who goes first; graph (when on) beside host
   if [ $((r % 2)) = 1 ]; then
     nccl_tests mpi default "$r"; envmatrix_bench host "$r"; old_arm "$r"; nccl_tests g2 default "$r"
     [ "${HOST_ONLY:-0}" = 1 ] || { nccl_tests mpi graph "$r" -G 1; envmatrix_bench graph "$r"; }
@@ -126,6 +141,12 @@ for r in $(seq 1 "$repeats") $(seq 101 $((100 + small_repeats))); do
     [ "${HOST_ONLY:-0}" = 1 ] || { envmatrix_bench graph "$r"; nccl_tests mpi graph "$r" -G 1; }
     nccl_tests g2 default "$r"; old_arm "$r"; envmatrix_bench host "$r"; nccl_tests mpi default "$r"
   fi
+}
+for r in $(seq 1 "$repeats") $(seq 101 $((100 + small_repeats))); do
+  [ "$r" -gt 100 ] && sweep=(-b 8 -e 256K -f 8 -n 20 -w 5)
+  echo "== repeat $r $(date -u +%T)" >>"$log"
+  for bind in "${binds[@]}"; do repeat_once; done
+  bind=none
   tables "$r"
   tar -czf "$OUT/raw.tgz" -C "$OUT" raw 2>>"$log"  # the device tool returns few files: one archive, refreshed per repeat
 done
