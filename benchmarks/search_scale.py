@@ -27,6 +27,14 @@ Families (each seed draws a new landscape of that family):
            buffers x channels ridge; basin trio from PROTO and five knobs (0.72 / 0.5 per knob off); failing (~25%):
            sockets > 64, Tree with LL, LL128 with 64 threads, 16M buffers with 32 channels.
 
+  heldout_c written before any change of issue 37's second quality pass was run on it (2026-11-26): 8 variables,
+           other knobs (PROTO x4, MAX_NCHANNELS, NTHREADS x5, BUFFSIZE 2-32M, IB_QPS_PER_CONNECTION, NET_GDR_LEVEL,
+           P2P_NVL_CHUNKSIZE, IB_SPLIT_DATA_ON_QPS), 64,000 configs; broad component one Gaussian above one floor (0.3)
+           (a channels + threads Gaussian ridge per protocol, buffers peaked per GDR level, QPs per split), basin trio
+           from channels, buffers, QPs, GDR level and NVL chunk (0.78 / 0.5 / 0.35 at 1 / 2 / 3+ steps off);
+           failing (~20%): 8 QPs with split data, LL with 32M buffers, and a three-variable rule (>= 256 threads,
+           >= 16 channels, GDR level PHB or SYS) that no pair rule covers exactly.
+
   python benchmarks/search_scale.py --first-seed 100 --seeds 20 --samplers descent,structured,tpe,tpe-group,random
   python benchmarks/search_scale.py --fidelity --seeds 20   # cheap vs full fidelity: recorded H200 1x4 and these
 """
@@ -70,10 +78,15 @@ SPACES = {
                   "NCCL_MIN_NCHANNELS": [None, 4, 8, 16, 32], "NCCL_BUFFSIZE": [None, M, 4 * M, 16 * M],
                   "NCCL_NTHREADS": [None, 64, 128, 256, 512], "NCCL_SOCKET_NTHREADS": SOCK,
                   "NCCL_NSOCKS_PERTHREAD": SOCK, "NCCL_P2P_NET_CHUNKSIZE": [None, 512 * K]},
+    "heldout_c": {"NCCL_PROTO": [None, "LL", "LL128", "Simple"], "NCCL_MAX_NCHANNELS": [None, 4, 8, 16, 32],
+                  "NCCL_NTHREADS": [None, 64, 128, 256, 512], "NCCL_BUFFSIZE": [None, 2 * M, 8 * M, 32 * M],
+                  "NCCL_IB_QPS_PER_CONNECTION": [None, 1, 2, 4, 8], "NCCL_NET_GDR_LEVEL": [None, "LOC", "PHB", "SYS"],
+                  "NCCL_P2P_NVL_CHUNKSIZE": [None, 128 * K, 512 * K, 2 * M], "NCCL_IB_SPLIT_DATA_ON_QPS": [None, 1]},
 }
 # NCCL's own value for an unset variable, where it is one of the listed values (its position on the axis)
 NCCL_DEFAULTS = {"NCCL_SOCKET_NTHREADS": "1", "NCCL_NSOCKS_PERTHREAD": "1", "NCCL_NTHREADS": "512",
-                 "NCCL_BUFFSIZE": str(4 * M), "NCCL_P2P_NET_CHUNKSIZE": str(128 * K)}
+                 "NCCL_BUFFSIZE": str(4 * M), "NCCL_P2P_NET_CHUNKSIZE": str(128 * K), "NCCL_IB_QPS_PER_CONNECTION": "1",
+                 "NCCL_P2P_NVL_CHUNKSIZE": str(512 * K)}
 
 
 def make_space(name: str) -> SearchSpace:
@@ -101,8 +114,10 @@ def sockets(space: SearchSpace, row: tuple) -> int:
     return int(get["NCCL_SOCKET_NTHREADS"] or 1) * int(get["NCCL_NSOCKS_PERTHREAD"] or 1)
 
 
-def _narrow(space: SearchSpace, rng: random.Random, broad: dict, pool: list[int], near: float, far: float) -> dict:
-    """A basin at three variables of ``pool``, each at a value where the broad optimum is not, x(near|far) per knob off."""
+def _narrow(space: SearchSpace, rng: random.Random, broad: dict, pool: list[int], near: float, far: float,
+            farther: Optional[float] = None) -> dict:
+    """A basin at three variables of ``pool``, each at a value where the broad optimum is not, x(near|far) per knob
+    off (x farther three or more steps off, where given)."""
     top = max(broad, key=broad.get)
 
     def set_values(k: int) -> list[int]:  # never unset: the default env must not sit in the basin already
@@ -121,7 +136,7 @@ def _narrow(space: SearchSpace, rng: random.Random, broad: dict, pool: list[int]
         f = 1.0
         for k in trio:
             d = abs(r[k] - target[k])
-            f *= 1.0 if d == 0 else near if d == 1 else far
+            f *= 1.0 if d == 0 else near if d == 1 else far if d == 2 or farther is None else farther
         out[r] = f * others_best[tuple(x for k, x in enumerate(r) if k not in trio)] / peak
     return out
 
@@ -192,6 +207,25 @@ def family_table(family: str, seed: int) -> tuple[SearchSpace, dict[tuple, Optio
             return (sockets(space, r) > 64 or (val(r, "NCCL_ALGO") == "Tree" and val(r, "NCCL_PROTO") == "LL")
                     or (val(r, "NCCL_PROTO") == "LL128" and val(r, "NCCL_NTHREADS") == "64")
                     or (val(r, "NCCL_BUFFSIZE") == str(16 * M) and val(r, "NCCL_MIN_NCHANNELS") == "32"))
+    elif family == "heldout_c":
+        p, c, t = names.index("NCCL_PROTO"), names.index("NCCL_MAX_NCHANNELS"), names.index("NCCL_NTHREADS")
+        b, q, g = names.index("NCCL_BUFFSIZE"), names.index("NCCL_IB_QPS_PER_CONNECTION"), names.index("NCCL_NET_GDR_LEVEL")
+        n, sp = names.index("NCCL_P2P_NVL_CHUNKSIZE"), names.index("NCCL_IB_SPLIT_DATA_ON_QPS")
+        base = {(i, j): rng.uniform(0.5, 1.0) for i in range(4) for j in range(4)}  # protocol x GDR level
+        ridge = {i: rng.uniform(0.4, 1.6) for i in range(4)}  # channels + threads, per protocol
+        bpeak, qpeak = {j: rng.random() for j in range(4)}, {i: rng.random() for i in range(2)}
+        npeak, split = rng.random(), rng.uniform(0.85, 1.1)
+        for r in rows:  # one Gaussian over a ridge and two coupled peaks, above a single floor
+            e = ((pos[c](r[c]) + pos[t](r[t]) - ridge[r[p]]) / 0.55) ** 2 + ((pos[b](r[b]) - bpeak[r[g]]) / 0.7) ** 2
+            e += ((pos[q](r[q]) - qpeak[r[sp]]) / 0.8) ** 2 + ((pos[n](r[n]) - npeak) / 0.9) ** 2
+            broad[r] = base[(r[p], r[g])] * (split if r[sp] else 1.0) * (0.3 + 0.7 * math.exp(-e))
+        narrow = _narrow(space, rng, broad, [c, b, q, g, n], 0.78, 0.5, 0.35)
+
+        def fails(r: tuple) -> bool:
+            return ((val(r, "NCCL_IB_QPS_PER_CONNECTION") == "8" and val(r, "NCCL_IB_SPLIT_DATA_ON_QPS") == "1")
+                    or (val(r, "NCCL_PROTO") == "LL" and val(r, "NCCL_BUFFSIZE") == str(32 * M))
+                    or (val(r, "NCCL_NTHREADS") in ("256", "512") and val(r, "NCCL_MAX_NCHANNELS") in ("16", "32")
+                        and val(r, "NCCL_NET_GDR_LEVEL") in ("PHB", "SYS")))  # a three-variable rule
     else:
         raise SystemExit(f"unknown family {family!r}")
     top = max(broad.values())
