@@ -6,12 +6,21 @@ Usage: python benchmarks/fidelity_table.py GRID MEASURED_GLOB NCCL_TESTS_GLOB [M
 MEASURED_GLOB: envmatrix bench run directories (results.sqlite each), or nccl-tests stdout files to compare one
 nccl-tests layout with another (-g 2 in one process vs mpirun -np 2 -g 1); NCCL_TESTS_GLOB: nccl-tests stdout files.
 Target (issue 16): median envmatrix time / median nccl-tests time within 0.95-1.05 at >= 64 KiB, 0.90-1.10 below.
+
+Several machines: python benchmarks/fidelity_table.py GRID MEASURED_GLOB NCCL_TESTS_GLOB MODE --strata DIR_GLOB
+  each directory DIR_GLOB matches is one machine (one device call's raw/), the two globs taken inside it. Why
+  (issue 40): a lent VM's small-message time sits at one level for every process of both tools (7 us at 8 B on one
+  H100 pair, 11-13 us on another), so processes pooled across machines give each side a two-humped sample whose
+  median falls between the humps by chance; the ratio is taken within each machine, where both tools were
+  interleaved, and the machines' ratios are combined (geometric mean weighted by processes).
 """
 
 from __future__ import annotations
 
 import glob
 import json
+import os
+import math
 import random
 import re
 import sqlite3
@@ -115,6 +124,43 @@ def table(grid: str, ours: Samples, theirs: Samples, mode: str = "") -> tuple[st
     return "\n".join(lines), passes, misses
 
 
+Stratum = tuple[str, Samples, Samples]  # (machine, envmatrix samples, nccl-tests samples)
+
+
+def _combined(strata: list[tuple[list[float], list[float]]]) -> float:
+    """Geometric mean of the per-machine ratios of medians, each weighted by its processes (the fewer side's)."""
+    weights = [min(len(got), len(ref)) for got, ref in strata]
+    logs = [math.log(statistics.median(got) / statistics.median(ref)) for got, ref in strata]
+    return math.exp(sum(w * x for w, x in zip(weights, logs)) / sum(weights))
+
+
+def stratified_table(grid: str, strata: list[Stratum], mode: str = "", draws: int = 2000, seed: int = 40) -> tuple[str, int, int]:
+    """Markdown rows for every (collective, size) measured by both tools on some machine: each machine's ratio (with
+    its processes per side), the combined ratio and its 95% interval, processes resampled within their machine."""
+    names = [name for name, _, _ in strata]
+    lines = [f"| mode | grid | collective | size | {' | '.join(f'{n}: ratio (processes)' for n in names)} "
+             "| combined ratio | 95% CI | target | result |",
+             "| --- | --- | --- | --- | " + "--- | " * len(names) + "--- | --- | --- | --- |"]
+    keys = {k for _, ours, theirs in strata for k in theirs if k in ours}
+    order = lambda k: (list(NAMES.values()).index(k[0]) if k[0] in NAMES.values() else 99, k[1])  # noqa: E731
+    rng, passes, misses = random.Random(seed), 0, 0
+    for key in sorted(keys, key=order):
+        pairs = [([t for t, _ in ours[key]], [t for t, _ in theirs[key]]) if key in ours and key in theirs else None
+                 for _, ours, theirs in strata]
+        present = [p for p in pairs if p]
+        ratio = _combined(present)
+        boot = sorted(_combined([(rng.choices(g, k=len(g)), rng.choices(r, k=len(r))) for g, r in present])
+                      for _ in range(draws))
+        lo, hi = target_band(key[1])
+        result = verdict(ratio, key[1])
+        passes, misses = passes + (result == "pass"), misses + (result != "pass")
+        cells = [f"{statistics.median(p[0]) / statistics.median(p[1]):.3f} ({min(len(p[0]), len(p[1]))})" if p else "-"
+                 for p in pairs]
+        lines.append(f"| {mode} | {grid} | {key[0]} | {format_size(key[1])} | {' | '.join(cells)} | {ratio:.3f} | "
+                     f"{boot[int(0.025 * draws)]:.2f}-{boot[int(0.975 * draws) - 1]:.2f} | {lo:.2f}-{hi:.2f} | {result} |")
+    return "\n".join(lines), passes, misses
+
+
 def repeat_counts(ours: Samples, theirs: Samples) -> tuple[list[int], int]:
     """Sizes meeting the target for each envmatrix repeat alone (against nccl-tests' median) and for minimum against
     minimum: on the 2xH200 box every process settles in a fast or a slow state (benchmarks/fidelity_h200.md, 2026-11-24),
@@ -134,7 +180,19 @@ def measured_samples(pattern: str) -> tuple[Samples, set[str]]:
     return envmatrix_samples(pattern)
 
 
+def main_strata(grid: str, ours_glob: str, theirs_glob: str, mode: str, strata_glob: str) -> None:
+    strata = [(os.path.basename(d.rstrip("/")) or d, measured_samples(os.path.join(d, ours_glob))[0],
+               nccl_tests_samples(os.path.join(d, theirs_glob))) for d in sorted(glob.glob(strata_glob))]
+    text, passes, misses = stratified_table(grid, strata, mode)
+    print(text)
+    print(f"\n{mode or 'all'}: {passes} pass, {misses} miss, ratio within each of {len(strata)} machines, combined")
+
+
 if __name__ == "__main__":
+    if "--strata" in sys.argv:
+        at = sys.argv.index("--strata")
+        main_strata(*sys.argv[1:5], sys.argv[at + 1])
+        sys.exit(0)
     grid, ours_glob, theirs_glob = sys.argv[1:4]
     mode = sys.argv[4] if len(sys.argv) > 4 else ""
     ours, timings = measured_samples(ours_glob)

@@ -41,3 +41,28 @@ def test_measured_side_may_be_another_nccl_tests_layout(tmp_path):
     assert timings == {"nccl-tests"} and {c for c, _ in found} == {"allreduce"}
     text, passes, misses = ft.table("1x2", found, ft.nccl_tests_samples(str(tmp_path / "nt_*.txt")))
     assert misses == 0 and passes == len(found) and " 1.000 |" in text.splitlines()[2]
+
+
+def test_strata_take_the_ratio_within_each_machine():
+    # two machines at different levels (7 us and 12 us at 8 B, as two lent H100 pairs read): both tools agree on
+    # each, but pooled the sides' medians fall on different humps; within each machine the ratio is 1.00
+    fast_em, fast_nt = [7.0, 7.1, 7.2, 7.3, 7.4], [7.0, 7.1, 7.2, 7.3, 7.4, 7.1, 7.2]
+    slow_em, slow_nt = [12.0, 12.1, 12.2, 12.3, 12.4, 12.1, 12.2], [12.0, 12.1, 12.2, 12.3, 12.4]
+    key = ("allreduce", 8)
+    pooled, _, misses = ft.table("1x2", {key: [(t, 0.0) for t in fast_em + slow_em]}, {key: [(t, 0.0) for t in fast_nt + slow_nt]})
+    assert misses == 1  # 12.1 / 7.3
+    strata = [("m1", {key: [(t, 0.0) for t in fast_em]}, {key: [(t, 0.0) for t in fast_nt]}),
+              ("m2", {key: [(t, 0.0) for t in slow_em]}, {key: [(t, 0.0) for t in slow_nt]})]
+    text, passes, misses = ft.stratified_table("1x2", strata, "host")
+    row = text.splitlines()[2]
+    assert (passes, misses) == (1, 0) and "| 1.000 (5) | 1.000 (5) | 1.000 |" in row
+
+
+def test_strata_keep_a_real_offset_and_weight_machines_by_processes():
+    key = ("broadcast", 1 << 20)
+    many = ("m1", {key: [(11.0, 0.0)] * 20}, {key: [(10.0, 0.0)] * 20})  # 1.10 on 20 processes
+    few = ("m2", {key: [(10.0, 0.0)] * 2}, {key: [(10.0, 0.0)] * 2})  # 1.00 on 2
+    text, passes, misses = ft.stratified_table("1x2", [many, few])
+    assert misses == 1 and "| 1.091 | 1.09-1.09 |" in text.splitlines()[2]  # exp((20 ln 1.1 + 2 ln 1) / 22)
+    text, _, _ = ft.stratified_table("1x2", [few, ("m3", {}, {key: [(9.0, 0.0)]})])  # m3: one side only
+    assert "| 1.000 (2) | - | 1.000 |" in text.splitlines()[2]
