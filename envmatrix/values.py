@@ -24,6 +24,8 @@ _DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|m|min|h)?\s*$", re.IG
 _SECONDS = {None: 1.0, "ms": 0.001, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
 _VAR_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _INTERPOLATION = re.compile(r"\$\{[^}]*\}?")
+# A host name, IPv4 or IPv6 address as launchers pass it on (mpirun -H, srun -w, ssh): never a leading '-' (an option)
+_HOST = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:-]{0,252}\Z")
 _PLAIN = (str, int, float, bool, type(None))
 
 
@@ -133,6 +135,47 @@ def path(key: str, value: Any, kind: str = "any") -> str:
     return value
 
 
+def output_file(key: str, value: Any) -> str:
+    """A file a command will write at its end: checked before anything runs, so a bad path costs no probes.
+    Missing folders on the way are fine (the writer makes them); a directory, or a file on the way, is not."""
+    allowed = "a file path whose folders are directories (they are made when missing)"
+    if not isinstance(value, str) or not value.strip() or "\x00" in value:
+        raise _fail(key, value, "is not a path", allowed)
+    if os.path.isdir(value):
+        raise _fail(key, value, "is a directory", allowed)
+    parent = os.path.dirname(os.path.abspath(value))
+    while not os.path.exists(parent):
+        parent = os.path.dirname(parent)
+    if not os.path.isdir(parent):
+        raise _fail(key, value, f"lies under {parent}, which is a file", allowed)
+    if not os.access(parent, os.W_OK):
+        raise _fail(key, value, f"cannot be written ({parent} is read-only)", allowed)
+    return value
+
+
+def host(key: str, value: Any) -> str:
+    """One host name or address, as a launcher's command line takes it."""
+    if not isinstance(value, str) or not _HOST.match(value):
+        raise _fail(key, value, "is not a host name", "letters, digits and _ . : - not starting with '-' (e.g. node01, "
+                    "10.0.0.5)")
+    return value
+
+
+def hosts(key: str, value: Any) -> tuple[str, ...]:
+    """A list of distinct host names (config ``hosts:``, ``launcher_opts.<launcher>.hosts``)."""
+    if value is None:
+        return ()
+    if not isinstance(value, (list, tuple)):
+        raise _fail(key, value, "is not a list of hosts", "a list such as [node01, node02]")
+    seen: set[str] = set()
+    for i, item in enumerate(value):
+        name = host(f"{key}[{i}]", item)
+        if name in seen:
+            raise _fail(f"{key}[{i}]", name, "is listed twice", "each host once")
+        seen.add(name)
+    return tuple(value)
+
+
 def choice(key: str, value: Any, allowed: Sequence[str]) -> str:
     if not isinstance(value, str) or value not in allowed:
         raise _fail(key, value, "is not allowed", ", ".join(allowed))
@@ -146,20 +189,26 @@ def index(key: str, value: Any, items: Sequence[Any], what: str) -> int:
     return integer(key, value, 0, len(items) - 1)
 
 
-def plain_tree(where: str, data: Any, key: str = "") -> Any:
+_MAX_DEPTH = 32  # configs nest about 5 deep; OmegaConf runs out of Python's stack near 100
+
+
+def plain_tree(where: str, data: Any, key: str = "", depth: int = 0) -> Any:
     """A parsed YAML tree as config data: only mappings with text keys, lists and plain scalars, and no ``${...}``
     interpolation (configs take values as written). YAML's own types (a date such as 2024-01-01, a timestamp,
     binary) are refused with the key, so a value never turns into something else on its way to OmegaConf."""
     here = f"{where}: {key}" if key else where
+    if depth > _MAX_DEPTH and isinstance(data, (dict, list)):
+        raise _fail(here, type(data).__name__, f"nests deeper than {_MAX_DEPTH} levels",
+                    f"at most {_MAX_DEPTH} levels of mappings and lists")
     if isinstance(data, dict):
         for k, v in data.items():
             if not isinstance(k, (str, int)) or isinstance(k, bool):
                 raise _fail(here, k, "is not a key", "text keys")
-            plain_tree(where, v, f"{key}.{k}" if key else str(k))
+            plain_tree(where, v, f"{key}.{k}" if key else str(k), depth + 1)
         return data
     if isinstance(data, list):
         for i, v in enumerate(data):
-            plain_tree(where, v, f"{key}[{i}]")
+            plain_tree(where, v, f"{key}[{i}]", depth + 1)
         return data
     if isinstance(data, (datetime.date, datetime.datetime)):
         raise _fail(here, str(data), "parses as a date", f"quote it to keep it text ({key}: '{data}')")

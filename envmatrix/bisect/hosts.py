@@ -492,6 +492,7 @@ def _explain_slow_hosts(verdicts: dict[str, HostVerdict], judgement: PairsJudgem
 
 def parse_host_list(text: str, where: str) -> list[tuple[str, Optional[int]]]:
     """``host``, ``host N``, ``host:N`` or ``host slots=N`` lines (an MPI hostfile works); # comments."""
+    from envmatrix import values
     from envmatrix.errors import ConfigError
 
     out: list[tuple[str, Optional[int]]] = []
@@ -510,6 +511,7 @@ def parse_host_list(text: str, where: str) -> list[tuple[str, Optional[int]]]:
             if not value.isdigit() or int(value) < 1 or len(rest) > 1 and not rest[1].startswith("max_slots="):
                 raise ConfigError(f"{where}:{number}: {raw.strip()!r} not understood; allowed: HOST, HOST N, HOST:N or HOST slots=N")
             slots = int(value)
+        values.host(f"{where}:{number}", host)
         if any(h == host for h, _ in out):
             raise ConfigError(f"{where}:{number}: host {host!r} listed twice; list each host once")
         out.append((host, slots))

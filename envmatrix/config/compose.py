@@ -160,6 +160,11 @@ def compose_config(overrides: Sequence[str]) -> tuple[Any, Path]:
     for key in content:
         if key not in allowed:
             raise ConfigError(f"{conf_file}: unknown key {key!r}{suggest_key(str(key))}; allowed: {', '.join(allowed)}")
+    for key, value in content.items():
+        kind = dict if key in MAPPING_KEYS else list if key in LIST_KEYS else None
+        if kind is not None and value is not None and not isinstance(value, kind):
+            raise ConfigError(f"{conf_file}: {key}: {value!r} is not a {'mapping' if kind is dict else 'list'}; "
+                              f"allowed: {SCHEMA_KINDS[key]}")
     if content.get("expect") is not None:
         from envmatrix.config.expect import parse_expect
 
@@ -176,6 +181,13 @@ def compose_config(overrides: Sequence[str]) -> tuple[Any, Path]:
     register_probe_groups(store)
     # The probe group must match the probe the file names, so its keys are the right ones.
     chosen = [o for o in rest if o.startswith("probe=")]
+    from envmatrix.probes import probe_names
+
+    for item in chosen:
+        name = item.split("=", 1)[1]
+        if name not in probe_names():
+            raise ConfigError(f"override {item}: {name!r} is not a probe{did_you_mean(name, probe_names())}; "
+                              f"allowed: {', '.join(probe_names())}")
     named = (content.get("probe") or {}).get("name") if isinstance(content.get("probe"), dict) else None
     group = [] if chosen else [f"probe={named or 'builtin'}"]
     try:
@@ -273,4 +285,30 @@ def _explain(exc: BaseException, conf_file: Path, overrides: Sequence[str]) -> s
         if "could not be converted" in line or line.strip().startswith("Value '"):
             key = next((ln.split(":", 1)[1].strip() for ln in full.splitlines() if "full_key:" in ln), "?")
             return f"override {key}: {line.strip()}; give a value of that type"
+    full_key = next((ln.split(":", 1)[1].strip() for ln in full.splitlines() if "full_key:" in ln), "")
+    if full_key or "Cannot merge" in full or "raised while composing" in message:
+        # a value of the wrong kind (a list where a mapping goes, text where a list goes): Hydra names no key
+        # for the config file's own values, so the file's top-level keys are checked against the schema here
+        where = (f"override {message.split('Error merging override ', 1)[1]}" if "Error merging override " in message
+                 else conf_file.name)
+        key = full_key or "(top level)"
+        top = key.split(".", 1)[0]
+        expected = (SCHEMA_KINDS.get(top, "a value of the kind the schema gives it") if key == top
+                    else "a value of the kind this key already has (a mapping cannot replace a list, nor a list a mapping)")
+        return f"{where}: {key}: a value of the wrong kind; allowed: {expected}"
     return f"{conf_file.name}: {message}"
+
+
+MAPPING_KEYS = ("setups", "probe", "search", "launcher_opts", "expect", "network", "network_options")
+LIST_KEYS = ("strategies", "hosts")
+# What each top-level key holds, for the one-line answer to a value of the wrong kind (config.schema.SweepSchema)
+SCHEMA_KINDS = {
+    "name": "text (it names the run directory)", "backend": "one of auto, nccl, gloo", "allow_ignored_vars": "true or false",
+    "grids": "a list of grids such as [1x2, 2x2], or auto", "launcher": "a launcher name such as local or mpirun",
+    "setups": "a mapping of setup name to {VAR: value}", "strategies": "a list of mappings, each with kind:",
+    "probe": "a mapping of probe settings such as {timeout_s: 60}", "seed": "an integer", "max_local_ranks": "an integer",
+    "description": "text", "search": "a mapping such as {trials: 20, space: {...}}", "hosts": "a list of host names",
+    "launcher_opts": "a mapping of launcher name to its options", "expect": "a mapping of collective to sizes",
+    "network": "a mapping of condition name to {rate: ..., delay: ...}", "network_options": "a mapping such as {interface: eth1}",
+    "hermetic": "true or false",
+}

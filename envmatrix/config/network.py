@@ -52,6 +52,9 @@ def parse_flags(items: Sequence[str], flag: str = "--network") -> dict[str, Cond
         name, sep, spec = item.partition(":")
         if not sep:
             name, spec = "", item
+        if not spec.strip():
+            raise ConfigError(f"{flag} {item!r}: no condition given; allowed: [NAME:]SPEC such as rate=1gbit or "
+                              "d5:delay=5ms, or default (unshaped)")
         condition = parse_condition(name or "x", spec, f"{flag} {item!r}")
         if not name:
             name = "default" if not condition.shaped else condition.describe()

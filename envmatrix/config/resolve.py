@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from envmatrix import values
 from envmatrix.env.atoms import UNSET, Setup
 from envmatrix.env.merge import SAFETY_PINS
 from envmatrix.errors import ConfigError, PlanError, did_you_mean
@@ -121,6 +122,20 @@ def check_shared_gpus(grids: Sequence[Grid], backend: str, gpus: int, launcher: 
         check_capacity(place(grid, backend, gpus, True), grid, capacity, probe.rank_buffer_bytes(spec, grid.world))
 
 
+def check_cpu_memory(grids: Sequence[Grid], backend: str, launcher: Any, probe: Any, spec: ProbeSpec) -> None:
+    """PlanError (exit 2) where CPU ranks started on this host could not hold their probe buffers in its memory."""
+    if backend != "gloo" or ranks_elsewhere(launcher):
+        return
+    from envmatrix.planning.placement import check_host_memory
+
+    try:
+        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        memory = 0
+    for grid in grids:
+        check_host_memory(grid, grid.world, probe.rank_buffer_bytes(spec, grid.world), memory)
+
+
 def check_host_namespaces(data: Mapping[str, Any]) -> None:
     """emulate_hosts: {namespaces: true} makes network namespaces, a bridge and veths: root only, said before anything runs."""
     value = ((data.get("launcher_opts") or {}).get("local") or {}).get("emulate_hosts")
@@ -158,6 +173,7 @@ def check_launcher_opts(opts: Mapping[str, Any]) -> None:
                 if opt not in allowed:
                     raise ConfigError(f"launcher_opts.{key}: unknown key {opt!r}{did_you_mean(str(opt), allowed)}; "
                                       f"allowed: {', '.join(sorted(allowed))}")
+            values.hosts(f"launcher_opts.{key}.hosts", (value or {}).get("hosts"))
             continue
         hint = (f" ({key} is a per-launcher option: write launcher_opts.<launcher>.{key}, e.g. launcher_opts.mpirun.{key})"
                 if key in COMMON_OPTIONS else did_you_mean(str(key), launcher_names()))
@@ -200,8 +216,8 @@ def resolve(
     launcher_opts = dict((data.get("launcher_opts") or {}).get(str(data["launcher"])) or {})
     explicit = None if data["grids"] in ("auto", None) else parse_grids(data["grids"])
     placeholders = max((g.nodes for g in explicit or ()), default=2) if dry_run else 0
-    launcher = configure_launcher(str(data["launcher"]), launcher_opts, tuple(data.get("hosts") or ()),
-                                  placeholder_nodes=placeholders)
+    hosts = values.hosts(f"{where}: hosts", data.get("hosts"))
+    launcher = configure_launcher(str(data["launcher"]), launcher_opts, hosts, placeholder_nodes=placeholders)
     backend = resolve_backend(str(data["backend"]), gpus, ranks_elsewhere(launcher))
     grids = (auto_grids(gpus if backend == "nccl" else 0, hosts=len(launcher.node_hosts(os.environ)))
              if explicit is None else explicit)
@@ -218,6 +234,7 @@ def resolve(
     probe = get_probe(str(probe_params.pop("name", "builtin")))
     spec = probe.spec(probe_params, where="probe", backend=backend)
     check_shared_gpus(grids, backend, gpus, launcher, probe, spec)
+    check_cpu_memory(grids, backend, launcher, probe, spec)
     from envmatrix.config.expect import parse_expect
 
     expectations = parse_expect(data.get("expect"), where)
@@ -236,7 +253,7 @@ def resolve(
         seed=int(data["seed"]),
         config=data,
         launcher_opts=launcher_opts,
-        hosts=tuple(data.get("hosts") or ()),
+        hosts=hosts,
         hermetic=bool(data.get("hermetic")),
         expectations=expectations,
         conditions=conditions,

@@ -125,6 +125,9 @@ class ShimLauncher(Launcher):
         opts = {**allowed, **raw}
         for key in ("no_export", "extra_args"):
             value = opts[key]
+            if value is not None and not isinstance(value, (str, list, tuple)):
+                raise ConfigError(f"launcher_opts.{self.name}.{key}: {value!r} is not a list; allowed: a list such as "
+                                  f"launcher_opts.{self.name}.{key}=[...] or one string")
             opts[key] = [value] if isinstance(value, str) else [str(v) for v in value or []]
         if opts["emulate"] not in ("auto", True, False):
             raise ConfigError(f"launcher_opts.{self.name}.emulate: {opts['emulate']!r} not allowed; allowed: auto, true, false")

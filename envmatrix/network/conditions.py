@@ -117,6 +117,10 @@ def parse_condition(name: str, spec: Any, where: str) -> Condition:
     if jitter > 0 and delay <= 0:
         raise ConfigError(f"{where}.jitter={fields['jitter']!r}: jitter needs a delay; set delay too (e.g. delay=5ms,jitter=1ms)")
     condition = Condition(name, rate, delay, jitter, loss, ingress, interface)
+    if name == DEFAULT_NAME and condition.shaped:
+        # tables and run keys read 'default' as the unshaped run
+        raise ConfigError(f"{where}: the name {DEFAULT_NAME!r} is the unshaped condition; allowed: another name for "
+                          f"{condition.describe()}")
     if not condition.shaped:
         given = ", ".join(f"{k}={fields[k]}" for k in fields)
         raise ConfigError(f"{where}: {given} applies nothing; set one of {', '.join(EFFECTIVE_KEYS)} "

@@ -45,6 +45,9 @@ def parse_grid(text: Any, where: str = "grids") -> Grid:
 
 
 def parse_grids(value: Any, where: str = "grids") -> list[Grid]:
+    if value is not None and not isinstance(value, (str, list, tuple)):
+        raise ConfigError(f"{where}: {value!r} is not a list of grids; allowed: a list such as grids=[1x2,2x2], "
+                          "one grid such as 1x2, or auto")
     items = [value] if isinstance(value, str) else list(value or [])
     if not items:
         raise ConfigError(f"{where}: empty; give a list such as grids=[1x2,2x2] or grids=auto")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import abc
 import json
+import math
 from typing import Any, Mapping, Optional, Sequence
 
 from envmatrix.bench.aggregate import aggregate_rows
@@ -37,8 +38,8 @@ class Probe(abc.ABC):
         """Check values (ConfigError) and fill backend-dependent defaults; the result is hashed into run keys."""
         for key in ("timeout_s", "grace_s"):
             value = params.get(key)
-            if key in params and (not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0):
-                raise ConfigError(f"{where}.{key}: {value!r} not allowed; allowed: a number of seconds > 0")
+            if key in params and (not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 < value < math.inf):
+                raise ConfigError(f"{where}.{key}: {value!r} not allowed; allowed: a finite number of seconds > 0")
         return params
 
     @abc.abstractmethod

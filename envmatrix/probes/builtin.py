@@ -38,6 +38,9 @@ BENCH_DEFAULTS = {
 def normalize_bench(raw: Any, where: str, backend: str) -> Optional[dict[str, Any]]:
     if raw in (None, False):
         return None
+    if raw is not True and not isinstance(raw, Mapping):
+        raise ConfigError(f"{where}: {raw!r} is not a mapping; allowed: true, or a mapping such as "
+                          "{collectives: [allreduce], min_bytes: 4K, max_bytes: 1M}")
     raw = {} if raw is True else dict(raw)
     unknown = sorted(set(raw) - set(BENCH_DEFAULTS))
     if unknown:

@@ -21,6 +21,7 @@ trial reuses that trial's verdict (``cached_from``) instead of probing again.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import socket
 import threading
@@ -79,15 +80,16 @@ def parse_settings(search: Mapping[str, Any], where: str, default_name: str, def
     def number(key: str, kind: type, low: float, inclusive: bool = True) -> Any:
         value = s[key]
         ok = isinstance(value, (int, float)) and not isinstance(value, bool) and (value >= low if inclusive else value > low)
-        if not ok or (kind is int and int(value) != value):
+        if not ok or (kind is int and (not math.isfinite(value) or int(value) != value)):
             raise ConfigError(f"{where}.{key}: {value!r} not allowed; allowed: {'an integer' if kind is int else 'a number'} {'>=' if inclusive else '>'} {low}")
         return kind(value)
 
     sampler = str(s["sampler"]).lower()
     _SAMPLERS.get(sampler, f"{where}.sampler")  # refuse an unknown sampler while parsing the config
     rate = number("max_failure_rate", float, 0.0)
-    if not isinstance(s["allow_shared_gpu_figures"], bool):
-        raise ConfigError(f"{where}.allow_shared_gpu_figures: {s['allow_shared_gpu_figures']!r} not allowed; allowed: true, false")
+    for key in ("allow_shared_gpu_figures", "baseline"):
+        if not isinstance(s[key], bool):
+            raise ConfigError(f"{where}.{key}: {s[key]!r} not allowed; allowed: true, false")
     if rate > 1:
         raise ConfigError(f"{where}.max_failure_rate: {rate!r} not allowed; allowed: a fraction in [0, 1]")
     return SearchSettings(
