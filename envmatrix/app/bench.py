@@ -14,7 +14,7 @@ from envmatrix.app.inputs import named_setup, prepare
 from envmatrix.app.network_axis import plan_shaping, shaping_session, with_flags, write_condition_tables
 from envmatrix.app.outputs import RunOutputs, write_run_outputs
 from envmatrix.bench.timing import DEFAULT_TIMING
-from envmatrix.config.resolve import SweepInput, check_grids_fit, check_pins
+from envmatrix.config.resolve import SweepInput, check_cpu_memory, check_grids_fit, check_pins
 from envmatrix.env.atoms import Setup, atoms_from_mapping
 from envmatrix.errors import ConfigError
 from envmatrix.planning.grid import auto_grids, parse_grid
@@ -79,7 +79,10 @@ def bench(request: BenchRequest, listener: Any = None,
 
     base, gpus, pins, catalog = prepare(request.overrides, request.allow_unknown_vars, request.baseline, request.tolerance)
     base = with_flags(base, request.network)
-    backends = [b.strip() for b in (request.backends or base.backend).split(",") if b.strip()]
+    backends = [b.strip() for b in (base.backend if request.backends is None else request.backends).split(",") if b.strip()]
+    if not backends or len(set(backends)) < len(backends):
+        raise ConfigError(f"--backends {request.backends!r}: {'no backend' if not backends else 'a backend twice'}; "
+                          "allowed: a comma list of distinct backends, e.g. gloo,nccl")
     # Where the ranks run matters only to nccl on a GPU-less host (a login node): only then is it asked.
     inputs = [prepare_bench(dataclasses.replace(base, backend=resolve_backend(
         b, len(gpus), b == "nccl" and not gpus and ranks_elsewhere(base.make_launcher()))), request, len(gpus), catalog)
@@ -193,7 +196,7 @@ def prepare_bench(inp: SweepInput, args: BenchRequest, gpus: int, catalog: Any) 
     setup = Setup(base.name if not extra else f"{base.name}+env", atoms)
     catalog.validate_setup(setup, where="bench", allow_unknown=args.allow_unknown_vars)
     check_pins([setup], caller_pins(), "bench")
-    grid = parse_grid(args.grid, "--grid") if args.grid else (inp.grids[0] if inp.grids else auto_grids(gpus)[0])
+    grid = parse_grid(args.grid, "--grid") if args.grid is not None else (inp.grids[0] if inp.grids else auto_grids(gpus)[0])
     inp = dataclasses.replace(inp, name="bench", grids=(grid,), setups=(setup,))
     launcher = inp.make_launcher()
     check_grids_fit([grid], inp.backend, gpus, int(inp.config.get("max_local_ranks", 16)), launcher)
@@ -217,5 +220,7 @@ def prepare_bench(inp: SweepInput, args: BenchRequest, gpus: int, catalog: Any) 
         bench.update(peer_bench(args.peers, grid, args.inflight))
     elif args.inflight is not None:
         raise ConfigError(f"--inflight {args.inflight}: only with --peers; allowed: --peers rail,cross --inflight N")
-    probe = get_probe("builtin").spec({"bench": bench, "timeout_s": values.duration("--timeout", args.timeout), "collectives": ["allreduce"]}, "bench", inp.backend)
+    builtin = get_probe("builtin")
+    probe = builtin.spec({"bench": bench, "timeout_s": values.duration("--timeout", args.timeout), "collectives": ["allreduce"]}, "bench", inp.backend)
+    check_cpu_memory([grid], inp.backend, launcher, builtin, probe)
     return dataclasses.replace(inp, probe=probe), launcher

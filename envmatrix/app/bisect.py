@@ -95,6 +95,22 @@ def check_request(request: BisectRequest) -> BisectInput:
         raise ConfigError(f"--max-probes {request.max_probes}: not allowed; allowed: an integer >= 2 (the env and the baseline)")
     if request.repeats < 1:
         raise ConfigError(f"--repeats {request.repeats}: not allowed; allowed: an integer >= 1")
+    # an empty word (a variable that expanded to nothing) is not the flag left out
+    for flag, value, allowed in (("--failing", request.failing, "a grid such as 2x2"),
+                                 ("--env-file", request.env_file, "a file of KEY=VALUE lines"),
+                                 ("--versions-file", request.versions_file, "a file of paths"),
+                                 ("--hosts", request.hosts, "a host file or 'slurm'"), ("--grid", request.grid, "a grid such as 2x2"),
+                                 ("--setup", request.setup, "a setup of the config"),
+                                 ("--baseline", request.baseline, "a setup of the config, or a run directory with --hosts"),
+                                 ("--probe-cmd", request.probe_cmd, "a command, e.g. 'my_check --fast'")):
+        if value is not None and not value.strip():
+            raise ConfigError(f"{flag}: {value!r} is empty; allowed: {allowed}, or leave {flag} out")
+    if request.setup is not None and not (request.failing or request.hosts):
+        raise ConfigError(f"--setup {request.setup}: only with --failing GRID or --hosts FILE; allowed: drop --setup "
+                          "(--env-file bisects the file's env, --versions the builds)")
+    for flag, path in (("--json", request.json), ("--junit", request.junit)):
+        if path is not None:
+            values.output_file(flag, path)
     overrides = list(request.overrides)
     grid = request.failing or request.grid
     if grid and not any(o.startswith("grids=") for o in overrides):
@@ -181,6 +197,7 @@ def bisect_envs(request: BisectRequest, given: BisectInput, events: BisectEvents
         stored = store.latest()
         probed = [r for r in stored if r.sweep_id in ids]
     if request.json:
+        os.makedirs(os.path.dirname(os.path.abspath(request.json)), exist_ok=True)
         with open(request.json, "w") as fh:
             json.dump([r.to_json() for r in reports], fh, indent=1)
     outputs = write_run_outputs(run_dir, request.junit, "envmatrix.bisect", probed, stored)

@@ -28,11 +28,12 @@ def bisect_versions(request: Any, given: Any, events: Any) -> VersionBisectResul
 
     (inp, gpus, pins, _), run_dir = given.prepared, given.run_dir
     if request.versions_file:
-        try:
-            with open(request.versions_file) as fh:
-                versions = parse_versions_file(fh.read(), where=request.versions_file)
-        except OSError as exc:
-            raise ConfigError(f"--versions-file {request.versions_file}: cannot read ({exc.strerror})") from None
+        from pathlib import Path
+
+        from envmatrix.config.compose import read_utf8
+
+        text = read_utf8(Path(request.versions_file), f"--versions-file {request.versions_file}")
+        versions = parse_versions_file(text, where=request.versions_file)
     else:
         versions = list(request.versions)
     if len(versions) < 2:
@@ -66,6 +67,7 @@ def bisect_versions(request: Any, given: Any, events: Any) -> VersionBisectResul
         verdict = bisect_builds(versions, test)
         stored = session.store.latest()
     if request.json:
+        os.makedirs(os.path.dirname(os.path.abspath(request.json)), exist_ok=True)
         with open(request.json, "w") as fh:
             json.dump(verdict.to_json(), fh, indent=1)
     return VersionBisectResult(verdict, write_run_outputs(run_dir, stored=stored), verdict.exit_code)

@@ -39,6 +39,11 @@ def export(request: ExportRequest) -> ExportResult:
                           "allowed: one of them (--dest DIR says where the files go)")
     if request.storage:
         url = request.storage
+        # export only reads: an SQLite URL naming no file would have Optuna create an empty database there
+        file = url[len("sqlite:///"):] if url.startswith("sqlite:///") else None
+        if file is not None and not os.path.isfile(file):
+            raise ConfigError(f"export: --storage {url}: no database file {file or '(none)'}; "
+                              "allowed: the storage URL of an envmatrix search (e.g. sqlite:///reports/runs/NAME/study.sqlite)")
     else:
         path = os.path.join(os.path.abspath(request.out), "study.sqlite")
         if not os.path.isfile(path):

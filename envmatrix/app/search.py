@@ -115,9 +115,12 @@ def search(request: SearchRequest, events: SearchEvents = SearchEvents()) -> Sea
     from envmatrix.search.study import SearchAborted, make_sampler, make_storage, open_study, redact, run_search
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    run_dir = em_paths.run_dir(request.out, inp.name)
+    run_dir = em_paths.run_dir(request.out, inp.name, create=False)
     url = settings.storage or f"sqlite:///{os.path.join(run_dir, 'study.sqlite')}"
-    storage = make_storage(url)
+    # a storage of the user's is opened before the run directory exists: a bad URL leaves nothing behind
+    storage = make_storage(url) if settings.storage else None
+    run_dir = em_paths.run_dir(request.out, inp.name)
+    storage = storage or make_storage(url)
     sampler = make_sampler(settings.sampler, settings.seed, len(space.allowed_rows()), space)
     grids = [g.label for g in inp.grids]
     meta = {"space": space.to_json(), "objectives": [o.to_json() for o in objectives], "grids": grids,

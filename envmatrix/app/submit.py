@@ -9,6 +9,7 @@ import tempfile
 from dataclasses import dataclass
 from typing import Optional
 
+from envmatrix import values
 from envmatrix.errors import EnvmatrixError
 
 
@@ -71,6 +72,9 @@ def submit(request: SubmitRequest) -> SubmitResult:
     if request.print_only:
         return SubmitResult(text)
     path = request.script
+    if path is not None:
+        values.output_file("--script", path)
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     if path is None:
         fd, path = tempfile.mkstemp(prefix="envmatrix-", suffix=".sh", dir=os.getcwd())
         os.close(fd)

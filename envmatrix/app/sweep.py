@@ -14,7 +14,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Optional
 
-from envmatrix import paths as em_paths
+from envmatrix import paths as em_paths, values
 from envmatrix.app.inputs import allows_ignored, check_probe_runs, prepare
 from envmatrix.app.network_axis import plan_shaping, shaping_session, with_flags, write_condition_tables
 from envmatrix.app.outputs import RunOutputs, write_run_outputs
@@ -91,6 +91,8 @@ def sweep(request: SweepRequest, listener: Optional[Listener] = None,
         jobs = parse_jobs(request.jobs)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
+    if request.junit is not None:
+        values.output_file("--junit", request.junit)
     # where results would go is checked first: those errors name the file, and nothing is created before them
     run_dir = em_paths.run_dir(request.out, inp.name, create=False)
     check_not_corrupt(os.path.join(run_dir, em_paths.STORE_FILE))

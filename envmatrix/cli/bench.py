@@ -8,6 +8,9 @@ from typing import Any
 from envmatrix.bench.timing import DEFAULT_TIMING, TIMINGS
 from envmatrix.cli.common import (LineProgress, add_command, add_emulate_hosts_flag, add_network_flag, add_threshold_flags,
                                   make_console, print_outputs, request_from)
+from envmatrix.errors import ConfigError
+
+PAIR_FLAGS = ("--gpu-pairs", "--pair-size", "--latency-size", "--iperf-seconds", "--pair-tolerance")
 
 EXAMPLES = """examples:
   envmatrix bench --grid 1x4 -b 64M -e 1G -f 4 -c allreduce,allgather,alltoall
@@ -50,11 +53,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     who = p.add_argument_group("who talks to whom (docs/pairs.md)")
     who.add_argument("--pairs", choices=("gpus", "hosts"), help="gpus: every GPU pair of this host (one per setup of "
                      "a comma --setup list, and their ratio); hosts: one rank per host, pairs in rounds")
-    who.add_argument("--gpu-pairs", metavar="LIST", help="with --pairs gpus: only these pairs, e.g. 0-3,1-7")
-    who.add_argument("--pair-size", metavar="SIZE", help="bandwidth size (default 256M for gpus, 64M for hosts)")
-    who.add_argument("--latency-size", metavar="SIZE", default="8", help="latency size (default 8)")
-    who.add_argument("--iperf-seconds", type=int, default=10, help="with --pairs hosts: iperf3 -t (default 10)")
-    who.add_argument("--pair-tolerance", type=float, default=0.25, metavar="FRACTION",
+    who.add_argument("--gpu-pairs", metavar="LIST", default=argparse.SUPPRESS, help="with --pairs gpus: only these pairs, e.g. 0-3,1-7")
+    who.add_argument("--pair-size", metavar="SIZE", default=argparse.SUPPRESS, help="bandwidth size (default 256M for gpus, 64M for hosts)")
+    who.add_argument("--latency-size", metavar="SIZE", default=argparse.SUPPRESS, help="latency size (default 8)")
+    who.add_argument("--iperf-seconds", type=int, default=argparse.SUPPRESS, help="with --pairs hosts: iperf3 -t (default 10)")
+    who.add_argument("--pair-tolerance", type=float, default=argparse.SUPPRESS, metavar="FRACTION",
                      help="a pair this far below its round's (hosts) or link class's (gpus) median is slow (default 0.25)")
     who.add_argument("--peers", metavar="LIST", help="all-to-all over peer groups instead of -c: all, rail (same local "
                      "rank on other nodes), cross (any rank on other nodes); same bytes and messages per rank")
@@ -68,6 +71,11 @@ def cmd_bench(args: argparse.Namespace) -> int:
     console = make_console()
     if args.pairs:
         return cmd_pairs(args, console)
+    # the pair flags are absent unless given (their defaults are the pairs request's): said, not ignored
+    given = [flag for flag in PAIR_FLAGS if flag.lstrip("-").replace("-", "_") in vars(args)]
+    if given:
+        raise ConfigError(f"{given[0]} {getattr(args, given[0].lstrip('-').replace('-', '_'))}: only with --pairs; "
+                          f"allowed: --pairs gpus|hosts {given[0]} ..., or drop {given[0]}")
     done = bench(request_from(BenchRequest, args), LineProgress(console, "bench"), on_run=lambda run: print_bench(console, run))
     if done.backends_report:
         console.print(right_aligned_table("backends side by side", *backends_table([r.result for r in done.runs])))
@@ -121,10 +129,11 @@ def print_bench(console: Any, run: Any) -> None:
 
 
 def cmd_pairs(args: argparse.Namespace, console: Any) -> int:
-    from envmatrix.app.pairs import PairsRequest, pairs
+    from envmatrix.app.pairs import DEFAULT_TOLERANCE, PairsRequest, pairs
 
     setups = tuple(s.strip() for s in (args.setup or "").split(",") if s.strip())
-    done = pairs(request_from(PairsRequest, args, kind=args.pairs, setups=setups, tolerance=args.pair_tolerance),
+    tolerance = vars(args).get("pair_tolerance", DEFAULT_TOLERANCE)  # bench's --tolerance is --baseline's
+    done = pairs(request_from(PairsRequest, args, kind=args.pairs, setups=setups, tolerance=tolerance),
                  LineProgress(console, "bench"))
     console.print(done.markdown, markup=False, soft_wrap=True)
     for result in done.results:

@@ -61,6 +61,9 @@ def check(spec: BatchSpec) -> None:
     for line in spec.directives:
         if "\n" in line:
             raise ConfigError(f"{where} --directive: {line!r} spans lines; allowed: one option per --directive")
+        if not line.strip():
+            raise ConfigError(f"{where} --directive: {line!r} is empty; allowed: one scheduler option (what follows "
+                              "#SBATCH or #PBS on its line)")
 
 
 def render(spec: BatchSpec, template_dir: Path = TEMPLATE_DIR) -> str:
