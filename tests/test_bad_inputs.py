@@ -199,6 +199,11 @@ CASES = [
     Case("export-storage-no-file", ("export", "--storage", "sqlite:///{tmp}/none.db"), "no database file"),
     Case("submit-script-directory", ("submit", "--script", "{tmp}", "--", "sweep"), "--script: "),
     Case("submit-directive-empty", ("submit", "--print", "--directive", "", "--", "sweep"), "--directive: '' is empty"),
+    Case("submit-time-minutes-99", ("submit", "--print", "--time", "25:99:99", "--", "sweep"), "--time: '25:99:99'"),
+    override("baseline-empty", "--baseline '': empty", "--baseline", ""),
+    conf("conf-value-nul-byte", 'backend: gloo\ngrids: [1x2]\nsetups: {a: {MY_VAR: "a\\0b"}}\n', "contains a NUL byte",
+         "--allow-unknown-vars", "--allow-ignored-vars"),
+    envfile("env-nul-byte", b"MY_VAR=a\x00b\n", "a NUL byte is not text", "--allow-unknown-vars", "--allow-ignored-vars"),
 ]
 
 

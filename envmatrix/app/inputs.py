@@ -45,6 +45,8 @@ def prepare(overrides: Sequence[str], allow_unknown: bool = False, baseline_run:
         cfg = OmegaConf.create(data)
     catalog = load_catalog()
     inp = resolve(cfg, conf_file, len(gpus), pins, allow_unknown=allow_unknown, catalog=catalog, dry_run=dry_run)
+    if baseline_run is not None and not baseline_run.strip():
+        raise ConfigError(f"--baseline {baseline_run!r}: empty; allowed: a recorded run directory, or leave --baseline out")
     if tolerance is not None and not baseline_run:
         raise ConfigError(f"--tolerance {tolerance}: only with --baseline RUN_DIR; allowed: --baseline RUN_DIR --tolerance 10%")
     if baseline_run:

@@ -247,6 +247,8 @@ def parse_env_file(text: str, inherited: Mapping[str, str], where: str = "env fi
         if not line or line.startswith("#"):
             continue
         try:
+            if "\x00" in line:  # no shell keeps one, and execve cannot pass it to a rank
+                raise _Reject("a NUL byte is not text")
             _parse_line(line, state, env, inherited)
         except _Reject as exc:
             raise ConfigError(f"{where}:{lineno}: {_short(line)}: {exc}; {ALLOWED}") from None

@@ -96,6 +96,9 @@ def scalar_to_str(value: Any, where: str) -> str:
     """YAML scalars become env strings; bools follow NCCL's 0/1 convention."""
     if isinstance(value, bool):
         return "1" if value else "0"
+    if isinstance(value, str) and "\x00" in value:
+        # execve cannot pass it: the run would fail with 'embedded null byte' instead of a refusal
+        raise ConfigError(f"{where}: value {value!r} contains a NUL byte; allowed: text without NUL")
     if isinstance(value, (int, float, str)):
         return str(value)
     raise ConfigError(

@@ -53,7 +53,7 @@ def check(spec: BatchSpec) -> None:
             raise ConfigError(f"{where} {key}: {value} not allowed; allowed: an integer >= 1")
     if spec.gpus_per_node is not None and spec.gpus_per_node < 0:
         raise ConfigError(f"{where} --gpus-per-node: {spec.gpus_per_node} not allowed; allowed: an integer >= 0")
-    if not _WALLTIME.match(spec.time):
+    if not _WALLTIME.match(spec.time) or any(int(part) > 59 for part in spec.time.split("-")[-1].split(":")[1:]):
         raise ConfigError(f"{where} --time: {spec.time!r} not allowed; allowed: [D-]HH:MM:SS, e.g. 01:00:00")
     for key, value in (("--job-name", spec.job_name), ("--account", spec.account), ("--queue", spec.queue)):
         if value is not None and not _SAFE_NAME.match(value):
