@@ -37,9 +37,25 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 def cmd_submit(args: argparse.Namespace) -> int:
     from envmatrix.app.submit import SubmitRequest, submit
 
+    check_command_flags(args.command[1:] if args.command[:1] == ["--"] else list(args.command))
     done = submit(request_from(SubmitRequest, args))
     if done.script_path is None:
         sys.stdout.write(done.script_text)
     else:
         print(f"submitted job {done.job_id or '?'}; script {done.script_path}")
     return 0
+
+
+def check_command_flags(command: list[str]) -> None:
+    """The batch job's own flags are parsed here as the job would parse them: a mistyped flag is said now, not
+    after the job waited in the queue. Config content (conf=, overrides) is read inside the job, where it lives."""
+    from envmatrix.cli import COMMANDS, build_parser
+    from envmatrix.errors import ConfigError
+
+    if not command or command[0] not in COMMANDS or {"-h", "--help"} & set(command):
+        return  # the verb is checked with the other batch options (launchers.submit.check)
+    _, extra = build_parser().parse_known_args(command)
+    stray = [w for w in extra if w.startswith("-") or "=" not in w]
+    if stray:
+        raise ConfigError(f"envmatrix submit: {command[0]} does not take {' '.join(stray)}; allowed: the flags of "
+                          f"envmatrix {command[0]} --help and key=value overrides")

@@ -189,6 +189,9 @@ def compose_config(overrides: Sequence[str]) -> tuple[Any, Path]:
             raise ConfigError(f"override {item}: {name!r} is not a probe{did_you_mean(name, probe_names())}; "
                               f"allowed: {', '.join(probe_names())}")
     named = (content.get("probe") or {}).get("name") if isinstance(content.get("probe"), dict) else None
+    # probe.name=command on the command line picks the group too (else builtin's keys would meet command's name)
+    named = next((o.split("=", 1)[1] for o in rest if o.lstrip("+").startswith("probe.name=")
+                  and o.split("=", 1)[1] in probe_names()), named)
     group = [] if chosen else [f"probe={named or 'builtin'}"]
     try:
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
