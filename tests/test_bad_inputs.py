@@ -174,6 +174,7 @@ CASES = [
     override("ovr-grids-mapping", "grids: a value of the wrong kind; allowed: a list of grids", "grids={a:1}"),
     override("ovr-timeout-nan", "a finite number of seconds > 0", "probe.timeout_s=nan"),
     override("network-flag-empty", "--network '': no condition given", "--network", ""),
+    override("network-flag-name-reads-as-value", "the name 'rate=1gbit' reads as a condition", "--network", "rate=1gbit:delay=1ms"),
     override("sweep-junit-directory", "--junit: ", "--junit", "{tmp}"),
     override("bench-size-beyond-memory", "this host has", "-e", "1T", command="bench"),
     override("bench-factor-never-grows", "never grows past 8 bytes", "-f", "1.01", command="bench"),

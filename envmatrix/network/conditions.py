@@ -107,6 +107,7 @@ def parse_condition(name: str, spec: Any, where: str) -> Condition:
         key = unknown[0]
         raise ConfigError(f"{where}: unknown key {key!r}{did_you_mean(key, KEYS)}; allowed: {', '.join(KEYS)}")
     if not fields:
+        _check_name_is_not_another_value(name, unshaped(name).describe(), where)
         return unshaped(name)
     rate = _rate(fields["rate"], f"{where}.rate") if "rate" in fields else None
     delay = _time(fields["delay"], f"{where}.delay") if "delay" in fields else 0.0
@@ -117,6 +118,7 @@ def parse_condition(name: str, spec: Any, where: str) -> Condition:
     if jitter > 0 and delay <= 0:
         raise ConfigError(f"{where}.jitter={fields['jitter']!r}: jitter needs a delay; set delay too (e.g. delay=5ms,jitter=1ms)")
     condition = Condition(name, rate, delay, jitter, loss, ingress, interface)
+    _check_name_is_not_another_value(name, condition.describe(), where)
     if name == DEFAULT_NAME and condition.shaped:
         # tables and run keys read 'default' as the unshaped run
         raise ConfigError(f"{where}: the name {DEFAULT_NAME!r} is the unshaped condition; allowed: another name for "
@@ -138,6 +140,13 @@ def parse_network_axis(mapping: Any, where: str) -> dict[str, Condition]:
     for name, spec in mapping.items():
         conditions[str(name)] = parse_condition(str(name), spec, f"{where}.{name}")
     return conditions
+
+
+def _check_name_is_not_another_value(name: str, value: str, where: str) -> None:
+    # tables show the name: 'rate=1gbit' naming delay=1ms would read as the other condition
+    if "=" in name and name != value:
+        raise ConfigError(f"{where}: the name {name!r} reads as a condition but this one is {value}; allowed: a name "
+                          f"without '=' (e.g. b1), or no name")
 
 
 def _check_name(name: Any, where: str) -> None:
