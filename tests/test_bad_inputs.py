@@ -204,6 +204,9 @@ CASES = [
     override("baseline-empty", "--baseline '': empty", "--baseline", ""),
     conf("conf-value-nul-byte", 'backend: gloo\ngrids: [1x2]\nsetups: {a: {MY_VAR: "a\\0b"}}\n', "contains a NUL byte",
          "--allow-unknown-vars", "--allow-ignored-vars"),
+    envfile("bisect-version-mode-alone", "export NCCL_ALGO=Ring\n", "--version-mode preload: only with --versions",
+            "--version-mode", "preload"),
+    Case("submit-output-empty", ("submit", "--print", "--output", "", "--", "sweep"), "--output '': empty"),
     Case("submit-job-flag-typo", ("submit", "--print", "--", "sweep", "--dry-runn"), "sweep does not take --dry-runn"),
     override("ovr-probe-name-command", "probe.command: missing", "probe.name=command"),  # was: unknown key 'async_op'
     envfile("env-nul-byte", b"MY_VAR=a\x00b\n", "a NUL byte is not text", "--allow-unknown-vars", "--allow-ignored-vars"),

@@ -32,7 +32,7 @@ class BisectRequest:
     setup: Optional[str] = None
     baseline: Optional[str] = None  # a passing SETUP (env bisect) or a recorded RUN_DIR (host bisect)
     tolerance: Optional[str] = None
-    version_mode: str = "auto"
+    version_mode: Optional[str] = None  # with --versions: auto (None), preload or library_path
     probe_cmd: Optional[str] = None
     repeats: int = 1
     max_probes: Optional[int] = None
@@ -105,6 +105,9 @@ def check_request(request: BisectRequest) -> BisectInput:
                                  ("--probe-cmd", request.probe_cmd, "a command, e.g. 'my_check --fast'")):
         if value is not None and not value.strip():
             raise ConfigError(f"{flag}: {value!r} is empty; allowed: {allowed}, or leave {flag} out")
+    if request.version_mode is not None and not (request.versions or request.versions_file):
+        raise ConfigError(f"--version-mode {request.version_mode}: only with --versions or --versions-file; allowed: "
+                          "drop --version-mode")
     if request.setup is not None and not (request.failing or request.hosts):
         raise ConfigError(f"--setup {request.setup}: only with --failing GRID or --hosts FILE; allowed: drop --setup "
                           "(--env-file bisects the file's env, --versions the builds)")

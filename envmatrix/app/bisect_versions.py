@@ -39,7 +39,7 @@ def bisect_versions(request: Any, given: Any, events: Any) -> VersionBisectResul
     if len(versions) < 2:
         raise ConfigError("--versions: give at least two paths (a good one first, a bad one last)")
     for v in versions:
-        version_atoms(v, request.version_mode)  # validates every path before anything runs
+        version_atoms(v, request.version_mode or "auto")  # validates every path before anything runs
     missing = [v for v in versions if not os.path.exists(v)]
     if missing and inp.launcher == "local":
         raise ConfigError(f"--versions {missing[0]}: no such file or directory; give NCCL builds that exist here "
@@ -58,7 +58,7 @@ def bisect_versions(request: Any, given: Any, events: Any) -> VersionBisectResul
 
         def test(version: str) -> str:
             result, _ = run_env(ctx, f"version-{os.path.basename(version.rstrip('/'))}",
-                                list(version_atoms(version, request.version_mode)))
+                                list(version_atoms(version, request.version_mode or "auto")))
             events.version(grid.label, version, result)
             if result.passed:
                 return "good"

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from envmatrix import values
-from envmatrix.errors import EnvmatrixError
+from envmatrix.errors import ConfigError, EnvmatrixError
 
 
 class SubmitError(EnvmatrixError):
@@ -68,6 +68,9 @@ def submit(request: SubmitRequest) -> SubmitResult:
     from envmatrix.execution.processes import run_capture
     from envmatrix.launchers.submit import parse_job_id, submit_argv
 
+    if request.output is not None and not request.output.strip():
+        raise ConfigError(f"envmatrix submit --output {request.output!r}: empty; allowed: a file name such as "
+                          "envmatrix-%j.out, or leave --output out")
     text = render_script(request)
     if request.print_only:
         return SubmitResult(text)

@@ -57,7 +57,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    "(default: empty env); with --hosts: a recorded RUN_DIR whose busbw points less --tolerance are floors, "
                    "below them a host group is slow (as sweep/bench --baseline)")
     p.add_argument("--tolerance", metavar="PCT", help="with --hosts --baseline RUN_DIR: allowed drop, e.g. 10%% (default), 2.5 or 0.05")
-    p.add_argument("--version-mode", choices=("auto", "preload", "library_path"), default="auto", help="how --versions paths are applied")
+    p.add_argument("--version-mode", choices=("auto", "preload", "library_path"), help="with --versions: how the paths are applied (default auto)")
     p.add_argument("--probe-cmd", metavar="CMD", help="command each rank runs instead of the built-in probe (exit 0 pass, 125 unresolved, else fail)")
     p.add_argument("--repeats", type=int, default=1, help="settle each probe by majority of up to 2K-1 runs (flaky probes)")
     p.add_argument("--max-probes", type=int, metavar="N", help="cap on probes of the search and peeling (default: max(24, 4*ceil(log2(1+n+n(n-1)/2))) "
