@@ -207,6 +207,8 @@ CASES = [
     envfile("bisect-version-mode-alone", "export NCCL_ALGO=Ring\n", "--version-mode preload: only with --versions",
             "--version-mode", "preload"),
     Case("submit-output-empty", ("submit", "--print", "--output", "", "--", "sweep"), "--output '': empty"),
+    Case("report-output-directory", ("report", "{out}", "-o", "{tmp}"), "-o/--output: "),
+    Case("report-output-under-file", ("report", "{out}", "-o", "{file:f}/r.html"), "which is a file", {"f": "x"}),
     Case("submit-job-flag-typo", ("submit", "--print", "--", "sweep", "--dry-runn"), "sweep does not take --dry-runn"),
     override("ovr-probe-name-command", "probe.command: missing", "probe.name=command"),  # was: unknown key 'async_op'
     envfile("env-nul-byte", b"MY_VAR=a\x00b\n", "a NUL byte is not text", "--allow-unknown-vars", "--allow-ignored-vars"),

@@ -13,6 +13,7 @@ import json
 import os
 from typing import Any, Optional
 
+from envmatrix import values
 from envmatrix.bench.expect import Expectation
 from envmatrix.errors import ConfigError
 from envmatrix.reporting.html_model import RunData, SearchModel, SearchTrial, cell_results
@@ -152,8 +153,11 @@ def write_html_report(run_dir: str, path: Optional[str] = None, title: Optional[
     :func:`load_run`."""
     from envmatrix.reporting.html import REPORT_NAME, render_html
 
+    if path is not None:  # report -o: checked before the run is read, so a bad path leaves nothing behind
+        values.output_file("-o/--output", path)
     html = render_html(load_run(run_dir, results), title)
     path = path or os.path.join(run_dir, REPORT_NAME)
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     tmp = f"{path}.tmp"
     with open(tmp, "w") as fh:
         fh.write(html)
