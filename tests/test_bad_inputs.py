@@ -209,6 +209,8 @@ CASES = [
     Case("submit-output-empty", ("submit", "--print", "--output", "", "--", "sweep"), "--output '': empty"),
     Case("report-output-directory", ("report", "{out}", "-o", "{tmp}"), "-o/--output: "),
     Case("report-output-under-file", ("report", "{out}", "-o", "{file:f}/r.html"), "which is a file", {"f": "x"}),
+    Case("export-dest-file", ("export", "--out", "{out}", "--dest", "{file:f}"), "--dest '", {"f": "x"}),
+    Case("export-dest-empty", ("export", "--out", "{out}", "--dest", ""), "--dest '': empty"),
     Case("submit-job-flag-typo", ("submit", "--print", "--", "sweep", "--dry-runn"), "sweep does not take --dry-runn"),
     override("ovr-probe-name-command", "probe.command: missing", "probe.name=command"),  # was: unknown key 'async_op'
     envfile("env-nul-byte", b"MY_VAR=a\x00b\n", "a NUL byte is not text", "--allow-unknown-vars", "--allow-ignored-vars"),

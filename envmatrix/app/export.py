@@ -7,6 +7,7 @@ import os
 from dataclasses import dataclass
 from typing import Optional
 
+from envmatrix import values
 from envmatrix.errors import ConfigError, require
 
 
@@ -32,6 +33,12 @@ def export(request: ExportRequest) -> ExportResult:
     from envmatrix.search.study import make_storage, redact
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
+    if request.dest is not None:  # checked before the study is read: a bad --dest costs nothing and writes nothing
+        if not request.dest.strip() or os.path.exists(request.dest) and not os.path.isdir(request.dest):
+            raise ConfigError(f"export --dest {request.dest!r}: {'empty' if not request.dest.strip() else 'not a directory'}; "
+                              "allowed: a directory (made when missing)")
+        if not os.path.isdir(request.dest):
+            values.output_file("--dest", request.dest)  # the folders above it
     if not request.storage and not request.out:
         raise ConfigError("export: give --out RUN_DIR (a search's run directory) or --storage URL")
     if request.storage and request.out:
