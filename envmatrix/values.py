@@ -25,7 +25,7 @@ _SECONDS = {None: 1.0, "ms": 0.001, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.
 _VAR_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _INTERPOLATION = re.compile(r"\$\{[^}]*\}?")
 # A host name, IPv4 or IPv6 address as launchers pass it on (mpirun -H, srun -w, ssh): never a leading '-' (an option)
-_HOST = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:-]{0,252}\Z")
+_HOST = re.compile(r"(?!-)[A-Za-z0-9_.:%\[\]-]{1,253}\Z")
 _PLAIN = (str, int, float, bool, type(None))
 
 
@@ -156,8 +156,8 @@ def output_file(key: str, value: Any) -> str:
 def host(key: str, value: Any) -> str:
     """One host name or address, as a launcher's command line takes it."""
     if not isinstance(value, str) or not _HOST.match(value):
-        raise _fail(key, value, "is not a host name", "letters, digits and _ . : - not starting with '-' (e.g. node01, "
-                    "10.0.0.5)")
+        raise _fail(key, value, "is not a host name", "letters, digits and _ . : % [ ] - not starting with '-' (e.g. node01, "
+                    "10.0.0.5, fe80::1)")
     return value
 
 
