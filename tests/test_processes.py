@@ -177,6 +177,38 @@ def test_the_kill_reaches_children_in_sessions_of_their_own(tmp_path):
     assert_no_processes(marker, wait_s=5)
 
 
+def test_the_kill_reaches_an_orphan_in_a_workers_session(tmp_path):
+    # CI run 54: a torchrun worker (a session of its own) had a child that outlived its direct parent, so it was in
+    # no tree when the cleanup read one (re-parented to init), nor in the launcher's group or session
+    import subprocess
+    import sys
+    import uuid
+
+    from conftest import assert_no_processes, processes_with_marker
+    from envmatrix.execution.processes import kill_tree
+
+    marker = f"orphan-in-session-{uuid.uuid4().hex}"
+    ready = tmp_path / "ready"
+    orphan = "import os, time\nif os.fork() == 0: time.sleep(300)"  # the middle process exits at once
+    worker = (f"import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', {orphan!r}]).wait(); "
+              f"open({str(ready)!r}, 'w').close(); time.sleep(300)")
+    launcher = (f"import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', {worker!r}], "
+                "start_new_session=True); time.sleep(300)")
+    parent = subprocess.Popen([sys.executable, "-c", launcher], env={**os.environ, "ENVMATRIX_TEST_MARKER": marker},
+                              start_new_session=True)
+    try:
+        deadline = time.time() + 60
+        while not ready.exists() and time.time() < deadline:
+            time.sleep(0.05)
+        assert ready.exists() and len(processes_with_marker(marker)) == 3  # launcher, worker, orphan
+        kill_tree(parent.pid)
+        parent.wait(timeout=10)
+        assert_no_processes(marker, wait_s=5)
+    finally:
+        for pid in processes_with_marker(marker):  # what a failed assertion above would leave
+            os.kill(pid, 9)
+
+
 def test_ctrl_c_while_a_rank_is_being_started_still_kills_it_and_its_children(tmp_path):
     # CI run 19: SIGINT landed while Popen of rank 1 waited for its exec; the rank was started but never recorded,
     # so the cleanup did not kill its group, and its grandchild outlived the sweep. The start below is the real

@@ -100,7 +100,7 @@ def kill_tree(pid: int) -> None:
     # Read the tree first: torchrun starts its workers in sessions of their own, and once it dies they are
     # re-parented to init, out of reach of the group and session kills (a worker still starting has not yet
     # armed its own death signal).
-    tree = _descendants(pid)
+    tree, leaders = _descendants(pid)
     try:
         os.killpg(pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
@@ -111,22 +111,33 @@ def kill_tree(pid: int) -> None:
             os.kill(member, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
+    # A member's own child that outlived its parent (re-parented to init before the tree was read, or forked
+    # between the read and the kill) is in no tree any more but still in the session or group that member
+    # leads: CI run 54 left a torchrun worker's `sleep` behind this way.
+    if leaders:
+        _kill_led_by(set(leaders))
 
 
-def _descendants(pid: int) -> list[int]:
-    """Every process below ``pid`` (children, their children ...), from /proc's parent links."""
+def _descendants(pid: int) -> tuple[list[int], list[int]]:
+    """Every process below ``pid`` (children, their children ...), from /proc's parent links; and those of them
+    that lead a session or a process group other than this process's own (torchrun's workers, mpirun's ranks)."""
     children: dict[int, list[int]] = {}
+    leads: set[int] = set()
+    mine = (os.getsid(0), os.getpgid(0))
     for child, fields in _proc_stats():
         try:
             children.setdefault(int(fields[1]), []).append(child)  # stat field 4: ppid
+            group, session = int(fields[2]), int(fields[3])  # stat fields 5, 6
         except (IndexError, ValueError):
             continue
+        if child in (group, session) and child not in mine:
+            leads.add(child)
     found, todo = [], list(children.get(pid, []))
     while todo:
         member = todo.pop()
         found.append(member)
         todo.extend(children.get(member, []))
-    return found
+    return found, [member for member in found if member in leads]
 
 
 def _proc_stats() -> Iterator[tuple[int, list[bytes]]]:
@@ -152,6 +163,18 @@ def _kill_session(sid: int) -> None:
     for pid, fields in _proc_stats():
         try:
             if int(fields[3]) == sid:  # stat field 6: session id
+                os.kill(pid, signal.SIGKILL)
+        except (OSError, IndexError, ValueError):
+            continue
+
+
+def _kill_led_by(leaders: set[int]) -> None:
+    """SIGKILL every process in a session or process group one of ``leaders`` leads (one pass over /proc).
+    The kernel reuses no pid while a session or group of that id has a member: only a process that made itself a
+    leader of a new one under a just-freed id, in this instant, could be caught unrelated."""
+    for pid, fields in _proc_stats():
+        try:
+            if int(fields[2]) in leaders or int(fields[3]) in leaders:  # stat fields 5, 6: group, session
                 os.kill(pid, signal.SIGKILL)
         except (OSError, IndexError, ValueError):
             continue
