@@ -92,22 +92,25 @@ echo "-- rc ${PIPESTATUS[0]}, $(since $t)"
 runs_table "$W/seed003/results.json"
 }
 
-part_1c() {
-echo; echo "== (1c) envmatrix bisect --failing 2x2 on that sweep"
+bisect_part() {  # title cap_s out-subdir grep-pattern bisect-args...: one bisect on emulated hosts, its summary
+local title=$1 cap_s=$2 dir=$W/$3 pattern=$4; shift 4
+echo; echo "== $title"
 local t=$(date +%s)
-timeout "$(cap 120)" "$PY" -m envmatrix bisect conf=benchmarks/emulated_hosts/seed003_shape.yaml --failing 2x2 --emulate-hosts \
-  --out "$W/seed003" --json "$W/seed003/bisect.json" 2>&1 | grep -E "culprit|proven|probes|error|exit|^\(" | head -30
-echo "-- rc ${PIPESTATUS[0]}, $(since $t)"
-bisect_summary "$W/seed003/bisect.json"
+timeout "$(cap "$cap_s")" "$PY" -m envmatrix bisect "$@" --emulate-hosts --out "$dir" --json "$dir/bisect.json" 2>&1 \
+  | grep -E "$pattern" | head -30
+echo "-- rc ${PIPESTATUS[0]}, wall $(since $t)"
+bisect_summary "$dir/bisect.json"
+}
+
+part_1c() {
+bisect_part "(1c) envmatrix bisect --failing 2x2 on that sweep" 120 seed003 "culprit|proven|probes|error|exit|^\(" \
+  conf=benchmarks/emulated_hosts/seed003_shape.yaml --failing 2x2
 }
 
 part_2() {
-echo; echo "== (2) hidden two-failure env on 2x1 emulated hosts sharing the GPU, built-in probe (target <= 16 probes, < 120 s)"
-local t=$(date +%s)
-timeout "$(cap 170)" "$PY" -m envmatrix bisect --grid 2x1 --env-file benchmarks/emulated_hosts/hidden_two_failures.sh --emulate-hosts \
-  --out "$W/hidden" --json "$W/hidden/bisect.json" 2>&1 | grep -E "culprit|proven|probes|signature|error|exit" | head -30
-echo "-- rc ${PIPESTATUS[0]}, wall $(since $t)"
-bisect_summary "$W/hidden/bisect.json"
+bisect_part "(2) hidden two-failure env on 2x1 emulated hosts sharing the GPU, built-in probe (target <= 16 probes, < 120 s)" \
+  170 hidden "culprit|proven|probes|signature|error|exit" \
+  --grid 2x1 --env-file benchmarks/emulated_hosts/hidden_two_failures.sh
 }
 
 part_3() {
