@@ -131,6 +131,11 @@ def run_dir(out: str | None, name: str, create: bool = True) -> str:
     return path
 
 
+def make_parent(path: str) -> None:
+    """The folders above a file a command writes at its end (values.output_file checked them before anything ran)."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+
+
 def _check_creatable(path: str) -> None:
     """Refuse, without creating anything, a run directory that makedirs could not create."""
     ancestor = path

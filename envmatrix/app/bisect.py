@@ -200,7 +200,7 @@ def bisect_envs(request: BisectRequest, given: BisectInput, events: BisectEvents
         stored = store.latest()
         probed = [r for r in stored if r.sweep_id in ids]
     if request.json:
-        os.makedirs(os.path.dirname(os.path.abspath(request.json)), exist_ok=True)
+        em_paths.make_parent(request.json)
         with open(request.json, "w") as fh:
             json.dump([r.to_json() for r in reports], fh, indent=1)
     outputs = write_run_outputs(run_dir, request.junit, "envmatrix.bisect", probed, stored)

@@ -8,6 +8,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from envmatrix import paths as em_paths
 from envmatrix.app.outputs import RunOutputs, write_run_outputs
 from envmatrix.errors import ConfigError
 
@@ -67,7 +68,7 @@ def bisect_versions(request: Any, given: Any, events: Any) -> VersionBisectResul
         verdict = bisect_builds(versions, test)
         stored = session.store.latest()
     if request.json:
-        os.makedirs(os.path.dirname(os.path.abspath(request.json)), exist_ok=True)
+        em_paths.make_parent(request.json)
         with open(request.json, "w") as fh:
             json.dump(verdict.to_json(), fh, indent=1)
     return VersionBisectResult(verdict, write_run_outputs(run_dir, stored=stored), verdict.exit_code)

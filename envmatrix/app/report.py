@@ -13,7 +13,7 @@ import json
 import os
 from typing import Any, Optional
 
-from envmatrix import values
+from envmatrix import paths as em_paths, values
 from envmatrix.bench.expect import Expectation
 from envmatrix.errors import ConfigError
 from envmatrix.reporting.html_model import RunData, SearchModel, SearchTrial, cell_results
@@ -157,7 +157,7 @@ def write_html_report(run_dir: str, path: Optional[str] = None, title: Optional[
         values.output_file("-o/--output", path)
     html = render_html(load_run(run_dir, results), title)
     path = path or os.path.join(run_dir, REPORT_NAME)
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    em_paths.make_parent(path)
     tmp = f"{path}.tmp"
     with open(tmp, "w") as fh:
         fh.write(html)

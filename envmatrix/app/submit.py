@@ -9,7 +9,7 @@ import tempfile
 from dataclasses import dataclass
 from typing import Optional
 
-from envmatrix import values
+from envmatrix import paths as em_paths, values
 from envmatrix.errors import ConfigError, EnvmatrixError
 
 
@@ -77,7 +77,7 @@ def submit(request: SubmitRequest) -> SubmitResult:
     path = request.script
     if path is not None:
         values.output_file("--script", path)
-        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        em_paths.make_parent(path)
     if path is None:
         fd, path = tempfile.mkstemp(prefix="envmatrix-", suffix=".sh", dir=os.getcwd())
         os.close(fd)
