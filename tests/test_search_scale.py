@@ -211,3 +211,29 @@ def test_every_trial_records_its_fidelity_and_search_md_shows_it(cli, tmp_path):
     assert len(trials) == 2 and {t.user_attrs["fidelity"] for t in trials} == {"allreduce@16K x3"}
     md = (out / "search.md").read_text()
     assert "- fidelity: allreduce@16K x3" in md and "| fidelity |" in md
+
+
+def test_elite_sampling_draws_the_values_the_best_rows_share():
+    lay = Layout.of(VALUES)
+    spread = [(0, 0), (1, 1), (2, 2), (3, 3), (4, 4), (5, 5), (0, 1), (1, 0)]
+    good = {(1, 1, 5, 0, v, w, 2): 1.0 + i for i, (v, w) in enumerate(spread)}  # the 8 best share knobs 2 and 3
+    good.update({(0, 0, 2, 2, 2, 1, 1): 0.1, (0, 2, 1, 1, 1, 0, 0): 0.1, (1, 0, 3, 3, 3, 3, 3): 0.1})
+    rng = __import__("random").Random(0)
+    taken = set(good)
+    draws = [scale.elite_sample(lay, good, rng, lambda r: r not in taken) for _ in range(300)]
+    assert not taken & set(draws)
+    shared = sum(r[2] == 5 and r[3] == 0 for r in draws) / len(draws)
+    assert shared > 0.8  # each 8.1 / 8.6 with the pseudo-counts, about 0.89 jointly; uniform: 1 / 36
+    assert len({r[4] for r in draws}) == 6  # a knob the elite does not agree on stays free
+    assert scale.elite_sample(lay, good, rng, lambda r: False) is None  # nothing fresh: no proposal
+
+
+def test_climb_steps_come_in_the_order_the_main_effects_rank_them():
+    lay = Layout.of(VALUES)
+    rows = [(1, 1, 2, 2, 2, 2, 2), (1, 1, 4, 2, 2, 2, 2), (1, 1, 2, 2, 2, 2, 1), (0, 1, 2, 2, 2, 2, 2)]
+    good = dict(zip(rows, (1.0, 3.0, 0.5, 1.0)))
+    effect = scale.main_effects(rows, good)
+    assert effect[(2, 4)] > 0 > effect[(6, 1)]
+    order = scale.neighbours(lay, (1, 1, 3, 2, 2, 2, 2), __import__("random").Random(1), effect)
+    assert order[0] == (1, 1, 4, 2, 2, 2, 2)  # knob 2 toward the row that measured best
+    assert order.index((1, 1, 3, 2, 2, 2, 1)) > len(order) // 2  # toward the worst one: late

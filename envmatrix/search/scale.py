@@ -8,18 +8,24 @@ downhill). This plan spends its trials as:
 1. NCCL's default (every variable unset), then a space-filling exploration
    (:data:`EXPLORE` rows, each the farthest of a few random allowed rows from
    everything measured), so every basin with some width gets a sample;
-2. multi-start descent (:func:`starts`): a first-improvement climb (one knob
-   a step, a choice to any other value) from the best explored row, then from
-   the explored rows alternately by value and by how much they beat an additive
-   model of the explored rows, skipping any within :data:`NEW_BASIN` of an
-   optimum already found. A later climb first tries the best optimum's value
-   of each variable where it differs (knobs the basin does not depend on are
-   best where the other basin has them), then, only where those copies end at
+2. :data:`ELITE_SAMPLES` rows drawn from the value frequencies of the
+   :data:`ELITE` best rows so far, each variable on its own (a univariate
+   estimation-of-distribution step, as in the cross-entropy method): a narrow
+   basin's best rows share its three values, so drawing them together is far
+   likelier than at random (on the scale8 landscapes the best explored rows
+   hold two or three of the basin's values about a quarter of the time);
+3. multi-start descent: a first-improvement climb (one knob a step, a choice
+   to any other value, the steps tried in the order a main-effects model of
+   the rows of steps 1-2 ranks them) from the best of those rows, then from
+   the next best, skipping any within :data:`NEW_BASIN` of an optimum already
+   found. A later climb first tries the best optimum's value of each variable
+   where it differs (knobs the basin does not depend on are best where the
+   other basin has them), then, only where those copies end at
    :data:`PROMISE` of that optimum or more, one-knob steps: a basin's skirt
    climbs to its peak even where that peak is three knobs from the broad one,
    and a start of no promise costs a few probes instead of a neighbourhood;
    a climb that comes within :data:`MERGE` of a better optimum stops;
-3. two knobs at once around the best row (ridges), then random allowed rows.
+4. two knobs at once around the best row (ridges), then random allowed rows.
 
 Failures are information (:func:`learn_failures`): a failed row marks the
 region of each of its variable pairs, exactly and "this value or more" for
@@ -42,7 +48,10 @@ from envmatrix.search.structured import Layout, Row, Score, _with, make_plan_sam
 # ``structured`` hands spaces of this many configs to this plan: the 120- to 2,016-config landscapes keep the
 # descent that exports their optimum (benchmarks/search_landscapes.md); 20k+ need exploration first
 SCALE_FROM = 10_000
-EXPLORE = 60  # rows of step 1, the default included (40 / 60 / 80 / 100 measured: benchmarks/search_scale.md)
+EXPLORE = 40  # rows of step 1, the default included (benchmarks/search_scale.md: 40 / 60 / 80 / 100, then 20-50 with step 2)
+ELITE_SAMPLES = 30  # rows of step 2
+ELITE = 8  # best rows whose value frequencies step 2 draws from
+PSEUDO_COUNT = 0.1  # per value and variable in step 2: a value no elite row holds is still drawn now and then
 NEW_BASIN = 3.0  # a start this far (Layout.distance) from every found optimum opens a new climb
 PROMISE = 0.7  # a later climb whose copies of the best optimum's values end below this share of it stops there
 MERGE = 2.0  # a climb this close to a better found optimum stops (it is in that optimum's basin)
@@ -146,14 +155,16 @@ def _count(rows: list[Row], i: int, j: int) -> dict[tuple[int, int], int]:
     return out
 
 
-def neighbours(layout: Layout, cur: Row, rng: random.Random) -> list[Row]:
-    """One-knob steps and every other value of a choice, in a seeded order (first improvement takes the first better)."""
+def neighbours(layout: Layout, cur: Row, rng: random.Random, effect: Mapping[tuple[int, int], float]) -> list[Row]:
+    """One-knob steps and every other value of a choice, most promising first by ``effect`` (main effects in log
+    busbw), ties in a seeded order: first improvement takes the first better, so the order sets where a climb goes."""
     out = []
     for k in range(len(cur)):
         steps = layout.knob_steps(cur, k) if layout.ordered[k] else [v for v in range(layout.sizes[k]) if v != cur[k]]
-        out.extend(_with(cur, k, v) for v in steps)
+        out.extend((effect.get((k, v), 0.0) - effect.get((k, cur[k]), 0.0), _with(cur, k, v)) for v in steps)
     rng.shuffle(out)
-    return out
+    out.sort(key=lambda gain_row: -gain_row[0])
+    return [row for _, row in out]
 
 
 def pair_steps(layout: Layout, cur: Row) -> Iterable[Row]:
@@ -165,31 +176,32 @@ def pair_steps(layout: Layout, cur: Row) -> Iterable[Row]:
                     yield _with(_with(cur, k, v), j, w)
 
 
-def starts(rows: list[Row], good: Mapping[Row, float]) -> list[Row]:
-    """Climb starts, alternating the best explored rows and those that beat an additive model of the explored
-    rows most (per variable value, in log busbw): a basin that needs several knobs together shows as a row
-    better than its values explain, even where other knobs still hold it below the broad basin's rows."""
+def main_effects(rows: Sequence[Row], good: Mapping[Row, float]) -> dict[tuple[int, int], float]:
+    """(variable, value) -> mean log busbw of the rows holding it, above the mean of all, shrunk by one pseudo-row
+    at the mean (few rows, small effect). Fitted on the rows of steps 1-2 only, so a replayed climb orders its
+    steps as it did when it ran."""
     import math
 
-    if not rows:
-        return []
     logs = {r: math.log(max(good[r], 1e-12)) for r in rows}
+    if not logs:
+        return {}
     mean = sum(logs.values()) / len(logs)
     effect: dict[tuple[int, int], list[float]] = {}
     for r, y in logs.items():
         for k, v in enumerate(r):
             effect.setdefault((k, v), []).append(y - mean)
-    shrink = {kv: sum(e) / (len(e) + 1) for kv, e in effect.items()}  # one pseudo-row at the mean: few rows, small effect
+    return {kv: sum(e) / (len(e) + 1) for kv, e in effect.items()}
 
-    def residual(r: Row) -> float:
-        return logs[r] - mean - sum(shrink[(k, v)] for k, v in enumerate(r))
 
-    by_value = sorted(rows, key=lambda r: -good[r])
-    by_residual = sorted(rows, key=lambda r: -residual(r))
-    out: list[Row] = []
-    for pair in zip(by_value, by_residual):  # alternate: the broad basin's climb must not starve either
-        out.extend(r for r in pair if r not in out)
-    return out
+def elite_sample(layout: Layout, good: Mapping[Row, float], rng: random.Random, fresh: Callable[[Row], bool]) -> Optional[Row]:
+    """A fresh row drawn variable by variable from the value frequencies of the :data:`ELITE` best rows."""
+    elite = sorted(good, key=lambda r: -good[r])[:ELITE]
+    weights = [[PSEUDO_COUNT + sum(r[k] == v for r in elite) for v in range(n)] for k, n in enumerate(layout.sizes)]
+    for _ in range(2_000):
+        row = tuple(rng.choices(range(len(w)), weights=w)[0] for w in weights)
+        if fresh(row):
+            return row
+    return None
 
 
 def next_row(layout: Layout, measured: Mapping[Row, Score], pending: Iterable[Row] = (),
@@ -207,12 +219,16 @@ def next_row(layout: Layout, measured: Mapping[Row, Score], pending: Iterable[Ro
     rng = random.Random(f"{seed}-{len(taken)}")
     if fresh(layout.anchor):
         return layout.anchor
-    explored = list(measured)[:EXPLORE]
+    explored = list(measured)[:EXPLORE + ELITE_SAMPLES]
     if len(taken) < EXPLORE:
         pool = [r for r in (tuple(rng.randrange(n) for n in layout.sizes) for _ in range(CANDIDATES * 4)) if fresh(r)][:CANDIDATES]
         if pool:
             return max(pool, key=lambda r: min((layout.distance(r, m) for m in taken), default=0.0))
-    # 2. multi-start first-improvement climbs, replayed from what is measured
+    if len(taken) < EXPLORE + ELITE_SAMPLES and good:
+        row = elite_sample(layout, good, rng, fresh)
+        if row is not None:
+            return row
+    # 3. multi-start first-improvement climbs from the best rows of steps 1-2, replayed from what is measured
 
     def guided(cur: Row, incumbent: Optional[Row]) -> list[Row]:
         """One variable of ``cur`` set to the best optimum's value: knobs a basin does not depend on are
@@ -222,7 +238,9 @@ def next_row(layout: Layout, measured: Mapping[Row, Score], pending: Iterable[Ro
         return [_with(cur, k, incumbent[k]) for k in range(len(cur)) if cur[k] != incumbent[k]]
 
     optima: list[Row] = []
-    for start in starts([r for r in explored if r in good], good):
+    sampled = [r for r in explored if r in good]
+    effect = main_effects(sampled, good)
+    for start in sorted(sampled, key=lambda r: -good[r]):
         if any(layout.distance(start, o) < NEW_BASIN for o in optima):
             continue
         cur = start
@@ -238,7 +256,7 @@ def next_row(layout: Layout, measured: Mapping[Row, Score], pending: Iterable[Ro
                     break
             # no copy helps: only a start that is already a fair share of the best is worth one-knob steps
             if not moved and (top is None or good[cur] >= PROMISE * good[top]):
-                for row in neighbours(layout, cur, random.Random(f"{seed}-{cur}")):
+                for row in neighbours(layout, cur, random.Random(f"{seed}-{cur}"), effect):
                     if fresh(row):
                         return row
                     if good.get(row, float("-inf")) > good[cur]:
@@ -248,7 +266,7 @@ def next_row(layout: Layout, measured: Mapping[Row, Score], pending: Iterable[Ro
             if not moved or any(layout.distance(cur, o) <= MERGE and good[o] >= good[cur] for o in optima):
                 break
         optima.append(cur)
-    # 3. ridges around the best row, then anything allowed
+    # 4. ridges around the best row, then anything allowed
     if good:
         best = max(good, key=good.get)
         for row in pair_steps(layout, best):
