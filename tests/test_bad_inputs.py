@@ -161,6 +161,7 @@ CASES = [
              command="bench"),
     # --- found by the bad-input audit: each was a traceback, a silent default, a file written or a run started
     conf("conf-grids-number", GOOD.replace("[1x2]", "5"), "grids: 5 is not a list of grids"),
+    conf("conf-grid-twice", GOOD.replace("[1x2]", "[1x2, 2x1, 01x2]"), "grids[2]: '01x2' is listed twice (as '1x2')"),
     conf("conf-setups-list", "backend: gloo\ngrids: [1x2]\nsetups: [a, b]\n", "setups: ['a', 'b'] is not a mapping; allowed:"),
     conf("conf-nested-too-deep", GOOD + "probe: " + "{a: " * 200 + "1" + "}" * 200 + "\n", "nests deeper than 32 levels"),
     conf("conf-extra-args-number", GOOD + "launcher: mpirun\nlauncher_opts: {mpirun: {extra_args: 5}}\n",
@@ -176,6 +177,7 @@ CASES = [
     override("network-flag-empty", "--network '': no condition given", "--network", ""),
     override("network-flag-name-reads-as-value", "the name 'rate=1gbit' reads as a condition", "--network", "rate=1gbit:delay=1ms"),
     override("sweep-junit-directory", "--junit: ", "--junit", "{tmp}"),
+    override("sweep-junit-in-proc", "--junit: '/proc/envmatrix-junit.xml' cannot be", "--junit", "/proc/envmatrix-junit.xml"),
     override("bench-size-beyond-memory", "this host has", "-e", "1T", command="bench"),
     override("bench-factor-never-grows", "never grows past 8 bytes", "-f", "1.01", command="bench"),
     override("bench-step-too-many-sizes", "at most 4096 sizes", "-e", "64M", "-i", "1", command="bench"),
@@ -194,6 +196,9 @@ CASES = [
     Case("hosts-file-option-like", ("bisect", "--hosts", "{file:h.txt}", "launcher=mpirun", "--grid", "1x1", "--out", "{out}"),
          "not starting with '-'", {"h.txt": "-oProxyCommand=x\nn2\n"}),
     space("space-baseline-not-bool", "  baseline: maybe\n  space: {NCCL_ALGO: [Ring, Tree]}\n", "search.baseline: 'maybe'"),
+    space("space-storage-empty", "  storage: ''\n  space: {NCCL_ALGO: [Ring, Tree]}\n", "search.storage: '' is empty"),
+    space("space-study-name-empty", "  study_name: ''\n  space: {NCCL_ALGO: [Ring, Tree]}\n", "search.study_name='': is empty"),
+    override("ovr-name-empty", "name='': is empty", "name=''"),
     space("space-trials-infinite", "  trials: .inf\n  space: {NCCL_ALGO: [Ring, Tree]}\n", "search.trials: inf"),
     Case("search-bad-storage-no-run-dir", ("search", "conf={file:s.yaml}", "--out", "{tmp}/new"), "cannot open nosuch://x",
          {"s.yaml": "backend: gloo\ngrids: [1x2]\nsearch:\n  storage: nosuch://x\n  space: {TORCH_DISTRIBUTED_DEBUG: ['OFF', INFO]}\n"}),
@@ -316,3 +321,10 @@ def test_a_flag_the_message_suggests_is_one_the_command_accepts(case, outcomes):
     # a flag the user typed is named as the bad value (submit's job flags), not suggested
     named = set(re.findall(r"(?<![\w-])--[a-z][a-z-]+", proc.stderr)) - set(case.argv)
     assert named <= _options_of(case.argv[0]) | {"--help", "--debug"}, proc.stderr
+
+
+def test_an_output_path_that_goes_bad_during_the_run_is_reported_not_raised(tmp_path):
+    from envmatrix.app.outputs import write_run_outputs
+
+    out = write_run_outputs(str(tmp_path), "/proc/envmatrix-none/x.xml", "suite", [], [])
+    assert out.junit is None and out.junit_error and out.junit_error.split(":")[0].endswith("Error")

@@ -74,6 +74,8 @@ def print_outputs(console: Any, outputs: Any) -> None:
     """The closing lines of a measuring command (app.outputs.RunOutputs): JUnit when written, then report.html."""
     if outputs.junit:
         console.print(f"junit: {outputs.junit}", markup=False)
+    if outputs.junit_error:
+        console.print(f"junit not written ({outputs.junit_error}); the results are stored in {outputs.run_dir}", markup=False)
     if outputs.html_error:
         console.print(f"html report not written ({outputs.html_error}); retry with: envmatrix report {outputs.run_dir}",
                       markup=False)

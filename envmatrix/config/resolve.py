@@ -209,7 +209,7 @@ def resolve(
 
     data = OmegaConf.to_container(cfg, resolve=True)
     where = conf_file.name
-    name = check_name(data.get("name") or conf_file.stem, "name")  # it names the run directory
+    name = check_name(conf_file.stem if data.get("name") is None else data["name"], "name")  # it names the run directory
     check_launcher_opts(data.get("launcher_opts") or {})
     check_emulate_hosts_launcher(data)
     check_host_namespaces(data)

@@ -52,7 +52,11 @@ def parse_grids(value: Any, where: str = "grids") -> list[Grid]:
     if not items:
         raise ConfigError(f"{where}: empty; give a list such as grids=[1x2,2x2] or grids=auto")
     grids = [parse_grid(item, f"{where}[{i}]") for i, item in enumerate(items)]
-    return list(dict.fromkeys(grids))
+    for i, grid in enumerate(grids):
+        if grid in grids[:i]:  # a repeat would be dropped, or rerun as the same (config, grid)
+            raise ConfigError(f"{where}[{i}]: {items[i]!r} is listed twice (as {items[grids.index(grid)]!r}); "
+                              "allowed: each grid once")
+    return grids
 
 
 def auto_grids(gpus: int, cpu_ranks: int = 2, hosts: int = 0) -> list[Grid]:

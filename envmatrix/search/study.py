@@ -92,12 +92,15 @@ def parse_settings(search: Mapping[str, Any], where: str, default_name: str, def
             raise ConfigError(f"{where}.{key}: {s[key]!r} not allowed; allowed: true, false")
     if rate > 1:
         raise ConfigError(f"{where}.max_failure_rate: {rate!r} not allowed; allowed: a fraction in [0, 1]")
+    if s["storage"] is not None and not str(s["storage"]).strip():
+        raise ConfigError(f"{where}.storage: {s['storage']!r} is empty; allowed: an Optuna storage URL (sqlite:///study.db, "
+                          "postgresql://host/db), or null for the run directory's study.sqlite")
     return SearchSettings(
         trials=number("trials", int, 1),
         sampler=sampler,
         seed=default_seed if s["seed"] is None else number("seed", int, 0),
         storage=None if s["storage"] is None else str(s["storage"]),
-        study_name=check_name(s["study_name"] or default_name, f"{where}.study_name"),
+        study_name=check_name(default_name if s["study_name"] is None else s["study_name"], f"{where}.study_name"),
         max_failure_rate=rate,
         heartbeat_interval_s=number("heartbeat_interval_s", float, 0, inclusive=False),
         heartbeat_grace_s=number("heartbeat_grace_s", float, 0, inclusive=False),
