@@ -150,7 +150,7 @@ def output_file(key: str, value: Any) -> str:
         raise _fail(key, value, f"lies under {parent}, which is a file", allowed)
     if not os.access(parent, os.W_OK):
         raise _fail(key, value, f"cannot be written ({parent} is read-only)", allowed)
-    if parent == os.path.dirname(os.path.abspath(value)) and not os.path.exists(value):
+    if parent == os.path.dirname(os.path.abspath(value)) and not os.path.lexists(value):
         try:  # root passes os.access everywhere; /proc, /sys and read-only mounts refuse only a real create
             os.close(os.open(value, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
             os.unlink(value)
