@@ -18,8 +18,10 @@ def test_bad_grid_is_one_line_error(bad):
     assert "\n" not in str(err.value) and "NxP" in str(err.value)
 
 
-def test_parse_grids_dedupes_and_keeps_order():
-    assert parse_grids(["2x2", "1x2", "2x2"]) == [Grid(2, 2), Grid(1, 2)]
+def test_parse_grids_keeps_order_and_refuses_a_repeat():
+    assert parse_grids(["2x2", "1x2", "4x1"]) == [Grid(2, 2), Grid(1, 2), Grid(4, 1)]
+    with pytest.raises(ConfigError, match=r"grids\[2\]: '2x2' is listed twice"):
+        parse_grids(["2x2", "1x2", "2x2"])
 
 
 def test_auto_grids_from_hardware():
