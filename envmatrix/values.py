@@ -173,13 +173,22 @@ def hosts(key: str, value: Any) -> tuple[str, ...]:
         return ()
     if not isinstance(value, (list, tuple)):
         raise _fail(key, value, "is not a list of hosts", "a list such as [node01, node02]")
-    seen: set[str] = set()
-    for i, item in enumerate(value):
-        name = host(f"{key}[{i}]", item)
-        if name in seen:
-            raise _fail(f"{key}[{i}]", name, "is listed twice", "each host once")
-        seen.add(name)
+    names = [host(f"{key}[{i}]", item) for i, item in enumerate(value)]
+    repeat = first_repeat(names)
+    if repeat is not None:
+        raise _fail(f"{key}[{repeat[0]}]", names[repeat[0]], "is listed twice", "each host once")
     return tuple(value)
+
+
+def first_repeat(items: Sequence[Any]) -> Optional[tuple[int, int]]:
+    """(index of the first item equal to an earlier one, index of that earlier one), or None: lists where a repeat
+    would be dropped or run twice (hosts, grids) refuse it by this."""
+    seen: dict[Any, int] = {}
+    for i, item in enumerate(items):
+        if item in seen:
+            return i, seen[item]
+        seen[item] = i
+    return None
 
 
 def choice(key: str, value: Any, allowed: Sequence[str]) -> str:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from envmatrix.errors import ConfigError
+from envmatrix.values import first_repeat
 
 _GRID = re.compile(r"^\s*(\d+)\s*[xX]\s*(\d+)\s*$")
 
@@ -52,10 +53,10 @@ def parse_grids(value: Any, where: str = "grids") -> list[Grid]:
     if not items:
         raise ConfigError(f"{where}: empty; give a list such as grids=[1x2,2x2] or grids=auto")
     grids = [parse_grid(item, f"{where}[{i}]") for i, item in enumerate(items)]
-    for i, grid in enumerate(grids):
-        if grid in grids[:i]:  # a repeat would be dropped, or rerun as the same (config, grid)
-            raise ConfigError(f"{where}[{i}]: {items[i]!r} is listed twice (as {items[grids.index(grid)]!r}); "
-                              "allowed: each grid once")
+    repeat = first_repeat(grids)
+    if repeat is not None:
+        i, earlier = repeat
+        raise ConfigError(f"{where}[{i}]: {items[i]!r} is listed twice (as {items[earlier]!r}); allowed: each grid once")
     return grids
 
 
