@@ -219,6 +219,11 @@ CASES = [
     Case("submit-job-flag-typo", ("submit", "--print", "--", "sweep", "--dry-runn"), "sweep does not take --dry-runn"),
     override("ovr-probe-name-command", "probe.command: missing", "probe.name=command"),  # was: unknown key 'async_op'
     envfile("env-nul-byte", b"MY_VAR=a\x00b\n", "a NUL byte is not text", "--allow-unknown-vars", "--allow-ignored-vars"),
+    # --- found by the second audit (hydra ~/+ overrides, probe and seed values)
+    override("ovr-remove-backend", "override ~backend: removes the top-level key backend", "~backend"),  # was: KeyError
+    override("ovr-remove-grids", "(grids=auto is the default)", "~grids"),  # was: KeyError traceback
+    override("ovr-add-existing", "override +backend=gloo: backend is already set", "+backend=gloo"),  # named no override
+    override("ovr-remove-missing", "override ~setups.zz: setups.zz is not set", "~setups.zz"),
 ]
 
 

@@ -175,6 +175,12 @@ def compose_config(overrides: Sequence[str]) -> tuple[Any, Path]:
         top = item.lstrip("+~").split("=", 1)[0].split(".", 1)[0]
         if "=" in item and top not in allowed and top not in ("probe", "hydra"):
             raise ConfigError(f"override {item}: unknown key {top!r}{suggest_key(top)}; allowed: {', '.join(allowed)}")
+        if item.startswith("~") and item[1:].split("=", 1)[0] in allowed:
+            # every resolved config has each schema key (resolve reads them); removing one is a value of its own
+            key = item[1:].split("=", 1)[0]
+            inside = f", or remove a key inside it (~{key}.NAME)" if key in MAPPING_KEYS else ""
+            raise ConfigError(f"override {item}: removes the top-level key {key}, which every config has; allowed: give it "
+                              f"a value ({key}={_default_text(key)} is the default){inside}")
     store = ConfigStore.instance()
     store.store(name="envmatrix_schema", node=SweepSchema)
     store.store(group="conf", name="selected", node=content, package="_global_")
@@ -271,12 +277,35 @@ def suggest_key(key: str) -> str:
     return ""
 
 
+def _default_text(key: str) -> str:
+    """The schema default of a top-level key as an override writes it (auto, [], {}, null, 16)."""
+    import dataclasses
+
+    from envmatrix.config.schema import SweepSchema
+
+    field = SweepSchema.__dataclass_fields__[key]
+    value = field.default_factory() if field.default is dataclasses.MISSING else field.default  # type: ignore[misc]
+    return "null" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
+
+
 def _explain(exc: BaseException, conf_file: Path, overrides: Sequence[str]) -> str:
+    import re
+
     from envmatrix.config.schema import SweepSchema
 
     full = f"{exc}\n{exc.__cause__ or ''}"
     message = _one_line(exc)
     keys = list(SweepSchema.__dataclass_fields__)
+    # Hydra's own words for +KEY=... on a key that is set and ~KEY on one that is not name the key, not the override
+    added = re.match(r"Could not append to config\. An item is already at '([^']*)'", message)
+    if added:
+        item = next((o for o in overrides if o.startswith("+") and o[1:].split("=", 1)[0] == added.group(1)), f"+{added.group(1)}")
+        return (f"override {item}: {added.group(1)} is already set, and + only adds a key that is not; "
+                f"allowed: {item.lstrip('+')} (replace it) or ++{item.lstrip('+')} (add or replace)")
+    removed = re.match(r"Could not delete from config\. '([^']*)' does not exist", message)
+    if removed:
+        item = next((o for o in overrides if o.startswith("~") and o[1:].split("=", 1)[0] == removed.group(1)), f"~{removed.group(1)}")
+        return f"override {item}: {removed.group(1)} is not set, so there is nothing to remove; allowed: ~ of a key the config has"
     if "Ambiguous value" in message:
         bad = next((o for o in overrides if "," in o and "[" not in o), "")
         key = bad.split("=", 1)[0]
