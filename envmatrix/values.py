@@ -102,7 +102,7 @@ def duration(key: str, value: Any) -> float:
 def words(key: str, text: Any) -> list[str]:
     """A command line split as a POSIX shell would (shlex), never run through a shell."""
     if not isinstance(text, str):
-        raise _fail(key, text, "is not a command line", "a command as one string, e.g. 'my_check --fast'")
+        raise _fail(key, text, "is not a command line", "a command as one string, e.g. 'my_check --fast', or a list of its words")
     try:
         argv = shlex.split(text)
     except ValueError as exc:  # shlex: "No closing quotation", "No escaped character"
@@ -111,6 +111,29 @@ def words(key: str, text: Any) -> list[str]:
     if not argv:
         raise _fail(key, text, "is empty", "a command, e.g. 'my_check --fast'")
     return argv
+
+
+def word_list(key: str, value: Any, example: str) -> list[str]:
+    """Command-line words given as a list (probe.command, launcher_opts.<launcher>.extra_args): each text or a
+    number; true/false, null, a list or a mapping in an argv would reach the program as 'True' or "['x']"."""
+    if not isinstance(value, (list, tuple)):
+        raise _fail(key, value, "is not a list of words", f"a list such as {example}")
+    for i, word in enumerate(value):
+        if isinstance(word, bool) or not isinstance(word, (str, int, float)):
+            raise _fail(f"{key}[{i}]", word, "is not a command-line word", f"text or a number (a list such as {example})")
+        if "\x00" in str(word):
+            raise _fail(f"{key}[{i}]", word, "contains a NUL byte", "text without NUL")
+    return [str(word) for word in value]
+
+
+def argv(key: str, value: Any) -> list[str]:
+    """A command: one string split as a shell would (``words``), or its words as a list."""
+    if isinstance(value, (list, tuple)):
+        command = word_list(key, value, "['my_check', '--fast']")
+        if not command:
+            raise _fail(key, value, "is empty", "a command, e.g. 'my_check --fast'")
+        return command
+    return words(key, value)
 
 
 def var_name(key: str, name: Any) -> str:

@@ -224,6 +224,11 @@ CASES = [
     override("ovr-remove-grids", "(grids=auto is the default)", "~grids"),  # was: KeyError traceback
     override("ovr-add-existing", "override +backend=gloo: backend is already set", "+backend=gloo"),  # named no override
     override("ovr-remove-missing", "override ~setups.zz: setups.zz is not set", "~setups.zz"),
+    override("ovr-probe-command-number", "probe.command: 5 is not a command line", "probe=command", "probe.command=5"),  # was: TypeError
+    override("ovr-probe-command-word-bool", "probe.command[0]: True is not a command-line word", "probe=command",
+             "probe.command=[true,x]"),  # was: ran 'True x'
+    override("ovr-extra-args-bool", "launcher_opts.mpirun.extra_args[1]: True is not a command-line word", "launcher=mpirun",
+             "launcher_opts.mpirun.extra_args=[-v,true]"),  # was: mpirun ... -v True
 ]
 
 

@@ -114,6 +114,8 @@ class ShimLauncher(Launcher):
         return cls.scheduler is not None
 
     def options(self, ctx: Optional[LaunchContext] = None) -> dict[str, Any]:
+        from envmatrix import values
+
         raw = self._options or {}
         allowed = {**COMMON_OPTIONS, **self.option_defaults}
         unknown = sorted(set(raw) - set(allowed))
@@ -128,7 +130,8 @@ class ShimLauncher(Launcher):
             if value is not None and not isinstance(value, (str, list, tuple)):
                 raise ConfigError(f"launcher_opts.{self.name}.{key}: {value!r} is not a list; allowed: a list such as "
                                   f"launcher_opts.{self.name}.{key}=[...] or one string")
-            opts[key] = [value] if isinstance(value, str) else [str(v) for v in value or []]
+            opts[key] = [value] if isinstance(value, str) else values.word_list(f"launcher_opts.{self.name}.{key}", value or [],
+                                                                                  f"launcher_opts.{self.name}.{key}=[...]")
         if opts["emulate"] not in ("auto", True, False):
             raise ConfigError(f"launcher_opts.{self.name}.emulate: {opts['emulate']!r} not allowed; allowed: auto, true, false")
         return opts

@@ -19,7 +19,7 @@ SKIP_EXIT = 125
 
 
 def command_argv(command: Any, key: str = "probe.command") -> tuple[str, ...]:
-    return tuple(values.words(key, command)) if isinstance(command, str) else tuple(str(c) for c in command)
+    return tuple(values.argv(key, command))
 
 
 @register
