@@ -74,6 +74,14 @@ def _range(what: str, minimum: Optional[int], maximum: Optional[int]) -> str:
     return f"{what} <= {maximum}" if maximum is not None else what
 
 
+SEED_MAX = 2**32 - 1  # numpy's RandomState under Optuna's samplers takes seeds in [0, 2**32)
+
+
+def seed(key: str, value: Any) -> int:
+    """A random seed (config ``seed``, ``search.seed``): an integer every sampler takes."""
+    return integer(key, value, 0, SEED_MAX)
+
+
 def size(key: str, value: Any) -> int:
     """A positive byte count: 8, 64K, 256M, 1G (K = 1024)."""
     if isinstance(value, int) and not isinstance(value, bool) and value > 0:

@@ -229,6 +229,11 @@ CASES = [
              "probe.command=[true,x]"),  # was: ran 'True x'
     override("ovr-extra-args-bool", "launcher_opts.mpirun.extra_args[1]: True is not a command-line word", "launcher=mpirun",
              "launcher_opts.mpirun.extra_args=[-v,true]"),  # was: mpirun ... -v True
+    space("space-seed-beyond-numpy", "  seed: 4294967296\n  space: {NCCL_ALGO: [Ring, Tree]}\n",
+          "search.seed: 4294967296 is out of range; allowed: an integer from 0 to 4294967295"),  # was: traceback, study.sqlite
+    override("ovr-seed-negative", "seed: -1 is out of range", "seed=-1"),  # search took it as its seed: numpy's traceback
+    override("ovr-max-local-ranks-zero", "max_local_ranks: 0 is out of range; allowed: an integer >= 1",
+             "max_local_ranks=0"),  # was: 'grids: 1x2 starts 2 gloo ranks ...; allowed at most 0'
 ]
 
 

@@ -221,10 +221,11 @@ def resolve(
     backend = resolve_backend(str(data["backend"]), gpus, ranks_elsewhere(launcher))
     grids = (auto_grids(gpus if backend == "nccl" else 0, hosts=len(launcher.node_hosts(os.environ)))
              if explicit is None else explicit)
-    check_grids_fit(grids, backend, gpus, int(data["max_local_ranks"]), launcher)
+    check_grids_fit(grids, backend, gpus, values.integer(f"{where}: max_local_ranks", data["max_local_ranks"], 1), launcher)
     launcher.check_allocation(grids, backend, os.environ)
     catalog = catalog or load_catalog()
-    setups = expand_setups(data.get("setups") or {}, data.get("strategies") or [], CatalogValues(catalog), int(data["seed"]), where)
+    seed = values.seed(f"{where}: seed", data["seed"])
+    setups = expand_setups(data.get("setups") or {}, data.get("strategies") or [], CatalogValues(catalog), seed, where)
     for setup_name in data.get("setups") or {}:
         check_name(setup_name, f"{where}: setups.{setup_name}", strict=False)
     for setup in setups:
@@ -250,7 +251,7 @@ def resolve(
         setups=tuple(setups),
         probe=spec,
         launcher=str(data["launcher"]),
-        seed=int(data["seed"]),
+        seed=seed,
         config=data,
         launcher_opts=launcher_opts,
         hosts=hosts,

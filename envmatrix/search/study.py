@@ -29,6 +29,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional, Sequence
 
+from envmatrix import values
 from envmatrix.config.schema import SEARCH_DEFAULTS
 from envmatrix.env.atoms import Setup
 from envmatrix.errors import ConfigError, EnvmatrixError, did_you_mean
@@ -98,7 +99,7 @@ def parse_settings(search: Mapping[str, Any], where: str, default_name: str, def
     return SearchSettings(
         trials=number("trials", int, 1),
         sampler=sampler,
-        seed=default_seed if s["seed"] is None else number("seed", int, 0),
+        seed=default_seed if s["seed"] is None else values.seed(f"{where}.seed", number("seed", int, 0)),
         storage=None if s["storage"] is None else str(s["storage"]),
         study_name=check_name(default_name if s["study_name"] is None else s["study_name"], f"{where}.study_name"),
         max_failure_rate=rate,
