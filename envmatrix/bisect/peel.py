@@ -3,7 +3,7 @@
 Masking model
 -------------
 A probe ends in ``pass`` or one failure *signature* (outcome class + normalised
-root-cause line). Failures happen in stages (``STAGES``: init < collective <
+root-cause line). Failures happen in stages (``STAGES``: load < init < collective <
 wrong result / timeout / crash ...): a run stops at the first failure it meets,
 so a set holding the culprits of an init failure S never shows a collective
 failure T even when it also holds T's culprits (S masks T).
@@ -19,7 +19,8 @@ For the search of signature S's culprits, a probe's signature is read as:
 
 A bare non-zero exit (command probes) is staged by its line: an init-phase
 line (init, bootstrap, "no device", NET/x :, transport) is init, anything else
-after init. Two failures of one stage with different lines stay unknown to each
+after init. A loader or import failure line (a library path or plugin that does not
+load) is the load stage, before init, whatever the outcome class. Two failures of one stage with different lines stay unknown to each
 other, so such an env may end inconclusive (exit 3) rather than guessed.
 
 Every probe's signature is kept in one cache shared by every search, so a
@@ -54,15 +55,23 @@ STAGES = {"launch_error": 0, "launcher_error": 0, "env_mismatch": 0, "init_error
 # A bare non-zero exit (a command probe) is staged by its root-cause line: NCCL's init-phase messages
 # (communicator init, bootstrap, transport/net setup) mean init; anything else happened after init.
 _INIT_LINE = re.compile(r"init|bootstrap|no device|net/\w+ *:|transport")
+# A program or library that does not load (a bad LD_LIBRARY_PATH / LD_PRELOAD / PYTHONPATH entry, a plugin built
+# for another ABI) fails before any communicator exists, whatever outcome class the probe gave it (torch's import in
+# a rank is an init_error, a command's loader message a bare exit): earlier than every init failure, which it masks.
+_LOAD_LINE = re.compile(r"importerror|modulenotfounderror|error while loading shared librar|cannot open shared object|"
+                        r"symbol lookup error|undefined symbol|version `[^']*' not found")
+_LOAD_STAGE = 0.5  # between launch (0) and init (1)
 # NCCL rejects a forced algorithm/protocol when the first collective is enqueued, after the communicator
 # exists: a probe that runs a collective during its init phase (torch's barrier) reports it as init_error,
 # but it happens after every real init failure (NET plugin, bootstrap, interfaces), which therefore mask it.
 _FIRST_COLLECTIVE_LINE = re.compile(r"no algorithm/protocol available")
 
 
-def stage(sig: Signature) -> Optional[int]:
+def stage(sig: Signature) -> Optional[float]:
     if not (isinstance(sig, tuple) and sig):
         return None
+    if sig[0] in ("init_error", "exit_error", "collective_error") and len(sig) > 1 and _LOAD_LINE.search(str(sig[1] or "")):
+        return _LOAD_STAGE
     if len(sig) > 1 and _FIRST_COLLECTIVE_LINE.search(str(sig[1] or "")):
         return STAGES["collective_error"]
     if sig[0] in ("exit_error", "collective_error") and len(sig) > 1 and _INIT_LINE.search(str(sig[1] or "")):
