@@ -234,6 +234,13 @@ CASES = [
     override("ovr-seed-negative", "seed: -1 is out of range", "seed=-1"),  # search took it as its seed: numpy's traceback
     override("ovr-max-local-ranks-zero", "max_local_ranks: 0 is out of range; allowed: an integer >= 1",
              "max_local_ranks=0"),  # was: 'grids: 1x2 starts 2 gloo ranks ...; allowed at most 0'
+    conf("conf-probe-name-number", GOOD + "probe: {name: 5}\n", "probe.name: 5 is not a probe; allowed: builtin"),  # was:
+    # 'Config group override must be a string or a list. Got int'; and 'In 'config': Could not find 'probe/comand''
+    conf("conf-probe-name-typo", GOOD + "probe: {name: comand}\n", "probe.name: 'comand' is not a probe (did you mean command?)"),
+    conf("conf-setup-name-number", GOOD.replace("  a:", "  5:"), "setups.5: the key 5 is a number; allowed: text keys"),
+    conf("conf-hermetic-number", GOOD + "hermetic: 5\n", "hermetic: 5 is not true or false"),  # was: taken as true
+    override("ovr-allow-ignored-number", "allow_ignored_vars: 2 is not true or false", "allow_ignored_vars=2"),
+    override("ovr-name-bool", "name: true is true/false, not text", "name=true"),  # was: a run directory named True
 ]
 
 

@@ -165,11 +165,20 @@ def compose_config(overrides: Sequence[str]) -> tuple[Any, Path]:
         if kind is not None and value is not None and not isinstance(value, kind):
             raise ConfigError(f"{conf_file}: {key}: {value!r} is not a {'mapping' if kind is dict else 'list'}; "
                               f"allowed: {SCHEMA_KINDS[key]}")
+        check_scalar_kind(str(conf_file), key, value)
+        number = next((k for k in value if not isinstance(k, str)), None) if kind is dict and value else None
+        if number is not None:  # YAML reads `5:` as a number, which the schema's text-keyed mappings refuse without a key
+            raise ConfigError(f"{conf_file}: {key}.{number}: the key {number!r} is a number; allowed: text keys "
+                              f"(quote it: '{number}')")
     if content.get("expect") is not None:
         from envmatrix.config.expect import parse_expect
 
         parse_expect(content["expect"], conf_file.name)  # before Hydra, whose type error names no key
     _check_override_syntax(rest)
+    for item in rest:
+        key, _, text = item.lstrip("+").partition("=")
+        if key in allowed and text:
+            check_scalar_kind(f"override {item}", key, _override_value(item))
     rest = [_open_mapping_override(o) for o in rest]
     for item in rest:
         top = item.lstrip("+~").split("=", 1)[0].split(".", 1)[0]
@@ -195,6 +204,10 @@ def compose_config(overrides: Sequence[str]) -> tuple[Any, Path]:
             raise ConfigError(f"override {item}: {name!r} is not a probe{did_you_mean(name, probe_names())}; "
                               f"allowed: {', '.join(probe_names())}")
     named = (content.get("probe") or {}).get("name") if isinstance(content.get("probe"), dict) else None
+    overridden = chosen or any(o.lstrip("+").startswith("probe.name=") for o in rest)
+    if named is not None and named not in probe_names() and not overridden:  # it picks the group; Hydra's error names no key
+        raise ConfigError(f"{conf_file.name}: probe.name: {named!r} is not a probe{did_you_mean(str(named), probe_names())}; "
+                          f"allowed: {', '.join(probe_names())}")
     # probe.name=command on the command line picks the group too (else builtin's keys would meet command's name)
     named = next((o.split("=", 1)[1] for o in rest if o.lstrip("+").startswith("probe.name=")
                   and o.split("=", 1)[1] in probe_names()), named)
@@ -224,6 +237,26 @@ def _check_override_syntax(overrides: Sequence[str]) -> None:
                 fix = ("each dotted part of a key must start with a letter (a size as a byte count: 67108864, not 64M; "
                        "a grid such as 1x4 only in the config file)")
             raise ConfigError(f"override {item}: Hydra cannot parse it ({_one_line(exc)}); {fix}") from None
+
+
+def _override_value(item: str) -> Any:
+    """The value Hydra reads from ``key=value`` (true -> True, 5 -> 5, 'x' -> 'x'); the syntax was checked before."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    return OverridesParser.create().parse_override(item).value()
+
+
+def check_scalar_kind(where: str, key: str, value: Any) -> None:
+    """A true/false key given a number or text, or a text key given true/false: OmegaConf would turn 5 into True
+    (hermetic: 5) and true into 'True' (name: true) without a word, so each is refused with the key."""
+    from envmatrix.config.schema import SweepSchema
+
+    kind = SweepSchema.__dataclass_fields__[key].type
+    if kind == "bool" and value is not None and not isinstance(value, bool):
+        raise ConfigError(f"{where}: {key}: {value!r} is not true or false; allowed: {SCHEMA_KINDS[key]}")
+    if kind in ("str", "Optional[str]") and isinstance(value, bool):
+        quote = " (quote it to keep it text)" if kind == "Optional[str]" else ""
+        raise ConfigError(f"{where}: {key}: {str(value).lower()} is true/false, not text; allowed: {SCHEMA_KINDS[key]}{quote}")
 
 
 def _parses(parser: Any, override: str) -> bool:
