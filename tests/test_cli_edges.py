@@ -49,3 +49,15 @@ def test_a_one_word_mistake_gets_one_line_and_points_at_help(cli, args, flag):
     assert done.returncode == 2
     (line,) = done.stderr.strip().splitlines()
     assert line.startswith("envmatrix") and flag in line and line.endswith("--help")
+
+
+@pytest.mark.parametrize("columns", ["abc", "0"])
+def test_a_columns_value_that_is_no_width_is_ignored_not_a_traceback(cli, tmp_path, columns):
+    # COLUMNS comes from the shell (or a CI runner), not from the user's command: the console falls back to its width
+    from conftest import write_conf
+
+    conf = write_conf(tmp_path / "c.yaml", "backend: gloo\ngrids: [1x2]\nsetups:\n  a: {TORCH_DISTRIBUTED_DEBUG: INFO}\n")
+    cli.env["COLUMNS"] = columns
+    done = cli.run("sweep", f"conf={conf}", "--dry-run", "--out", str(tmp_path / "o"))
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    assert "1 setups x 1 grids = 1 runs" in done.stdout and not (tmp_path / "o").exists()

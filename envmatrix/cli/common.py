@@ -66,8 +66,11 @@ def make_console():
     from rich.console import Console
 
     console = Console()
-    # Logs and pipes get wide tables instead of rich's 80-column fallback.
-    return console if console.is_terminal else Console(width=int(os.environ.get("COLUMNS", 160)))
+    # Logs and pipes get wide tables instead of rich's 80-column fallback. COLUMNS is the shell's, not a user's
+    # value to refuse: anything but a positive whole number is ignored, as rich ignores it.
+    columns = os.environ.get("COLUMNS", "").strip()
+    width = int(columns) if columns.isdigit() and int(columns) > 0 else 160
+    return console if console.is_terminal else Console(width=width)
 
 
 def print_outputs(console: Any, outputs: Any) -> None:
