@@ -55,3 +55,57 @@ def test_bad_library_path_and_bad_interface_with_real_ranks(cli, tmp_path):
                                                               [["GLOO_SOCKET_IFNAME=envmx_missing0"]]]
     assert "file too short" in report["signatures"][0]["failure"]["line"]
     assert report["complete"] and report["recommended_proven"] and len(report["recommended_env"]) == len(harmless)
+
+
+# A culprit whose failure shows from its second run on: the first run of every env that holds ENVMATRIX_FLAKY
+# passes (a counter file per env), later runs fail; rank 0 decides, the other ranks pass.
+FIRST_RUN_PASSES = """
+import hashlib, os, sys
+if os.environ.get("RANK", "0") != "0" or "ENVMATRIX_FLAKY" not in os.environ:
+    sys.exit(0)
+key = hashlib.sha1(",".join(sorted(k for k in os.environ if k.startswith("ENVMATRIX_H"))).encode()).hexdigest()
+path = os.path.join(os.environ["COUNTERS"], key)
+runs = int(open(path).read()) if os.path.exists(path) else 0
+open(path, "w").write(str(runs + 1))
+if runs:
+    print("NCCL WARN transient timeout in proxy", flush=True)
+    sys.exit(1)
+"""
+
+
+@pytest.mark.slow
+def test_original_failure_is_the_envs_failure_when_its_first_run_passed(cli, tmp_path):
+    script = tmp_path / "probe.py"
+    script.write_text(FIRST_RUN_PASSES)
+    (tmp_path / "counters").mkdir()
+    cli.env["COUNTERS"] = str(tmp_path / "counters")
+    env_file = tmp_path / "env.sh"
+    env_file.write_text("export ENVMATRIX_H1=1\nexport ENVMATRIX_FLAKY=1\nexport ENVMATRIX_H2=2\n")
+    done = cli.run("bisect", "backend=gloo", "--grid", "1x2", "--env-file", str(env_file), "--allow-unknown-vars",
+                   "--probe-cmd", f"python {script}", "--repeats", "2", "--no-repair", "--out", str(tmp_path / "o"),
+                   "--json", str(tmp_path / "r.json"))
+    (report,) = json.loads((tmp_path / "r.json").read_text())
+    assert done.returncode == 1 and report["culprits"] == [["ENVMATRIX_FLAKY=1"]], done.stdout + done.stderr
+    # the env's first run passed, its settled outcome is the failure: that failure is the original one
+    assert report["original_failure"] == {"outcome": "exit_error", "line": "transient timeout in proxy", "rank": 0}
+    assert "Original failure: exit_error: transient timeout in proxy" in (tmp_path / "o" / "bisect_env_1x2.md").read_text()
+
+
+ALWAYS_FAILS = "import sys\nprint('NCCL WARN NET/IB : port went down', flush=True)\nsys.exit(1)\n"
+
+
+@pytest.mark.slow
+def test_a_failure_no_variable_causes_shows_as_the_envs_failure_in_the_trail(cli, tmp_path):
+    script = tmp_path / "probe.py"
+    script.write_text(ALWAYS_FAILS)
+    env_file = tmp_path / "env.sh"
+    env_file.write_text("".join(f"export ENVMATRIX_H{i}={i}\n" for i in range(9)))
+    done = cli.run("bisect", "backend=gloo", "--grid", "1x2", "--env-file", str(env_file), "--allow-unknown-vars",
+                   "--probe-cmd", f"python {script}", "--out", str(tmp_path / "o"), "--json", str(tmp_path / "r.json"))
+    assert done.returncode == 3, done.stdout + done.stderr
+    (report,) = json.loads((tmp_path / "r.json").read_text())
+    assert report["status"] == "baseline fails" and report["culprits"] == []
+    # every probe failed the env's own way (the baseline too): 0, not "unresolved"
+    assert {t["outcome"] for t in report["trail"]} == {"fail"} and report["trail"][-1]["atoms"] == "-"
+    md = (tmp_path / "o" / "bisect_env_1x2.md").read_text()
+    assert "The env without any of these variables fails too (the baseline probe)" in md

@@ -143,7 +143,7 @@ def bisect_env(
     atoms = [a for a in atoms if a not in set(baseline)]
     n = len(atoms)
     launched = 0
-    results: dict[frozenset, ProbeResult] = {}
+    results: dict[frozenset, list[ProbeResult]] = {}  # every run of each set, in order (flaky repeats too)
     seen: set[frozenset] = set()
 
     def oracle(chosen: frozenset):
@@ -152,7 +152,7 @@ def bisect_env(
         result, fresh = run_env(ctx, _subset_name(chosen, n), subset_atoms(baseline, atoms, chosen), rerun=chosen in seen)
         seen.add(chosen)
         launched += fresh
-        results.setdefault(chosen, result)
+        results.setdefault(chosen, []).append(result)
         if on_probe:
             on_probe(_subset_name(chosen, n), result, fresh)
         return result_signature(result)
@@ -165,8 +165,16 @@ def bisect_env(
     peel = find_all_culprits(n, oracle, known=known, max_probes=max_probes, repeats=repeats, certify=certify, strict_after=repair)
     sigs: list[Any] = [s.signature for s in peel.sections]
     for chosen, stored_result in free.items():  # a stored result names the failure as well as a launched one
-        results.setdefault(chosen, stored_result)
-    full_result = results.get(frozenset(range(n)))
+        results.setdefault(chosen, []).insert(0, stored_result)
+    runs = [r for rs in results.values() for r in rs]
+    full_runs = results.get(frozenset(range(n)), [])
+    # The original failure is the env's settled one (signature 1), not its first run: with --repeats a flaky env's
+    # first run may have passed.
+    full_result = next((r for r in full_runs if sigs and result_signature(r) == sigs[0]), None) \
+        or next((r for r in full_runs if not r.passed), None) or next(iter(full_runs), None)
+    if not sigs and full_result is not None and isinstance(result_signature(full_result), tuple):
+        # no section (the baseline fails too, or the cap came first): the trail still marks the env's own failure
+        sigs.append(result_signature(full_result))
 
     def code(sig: Any) -> str:
         if sig == PASS:
@@ -177,7 +185,7 @@ def bisect_env(
 
     sections = []
     for k, sec in enumerate(peel.sections):
-        line = next((r for a, r in results.items() if result_signature(r) == sec.signature), None)
+        line = next((r for r in runs if result_signature(r) == sec.signature), None)
         sections.append({
             "signature": k + 1,
             "failure": _failure(line) if line is not None else {"outcome": sec.signature[0], "line": sec.signature[1], "rank": None},

@@ -63,6 +63,9 @@ def render_markdown(report: BisectReport) -> str:
         out.append("")
     if not report.sections:
         out.append("- none found")
+    if report.status == "baseline fails":
+        out.append("\nThe env without any of these variables fails too (the baseline probe): no variable of it explains the "
+                   "failure; inconclusive.")
     if report.status == "budget":
         out.append("Probe cap reached: inconclusive; only the culprits above are proven. Not cleared (most suspect first): "
                    + (", ".join(f"`{a}`" for a in report.suspects) or "none"))
