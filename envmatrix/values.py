@@ -110,14 +110,14 @@ def duration(key: str, value: Any) -> float:
 def words(key: str, text: Any) -> list[str]:
     """A command line split as a POSIX shell would (shlex), never run through a shell."""
     if not isinstance(text, str):
-        raise _fail(key, text, "is not a command line", "a command as one string, e.g. 'my_check --fast', or a list of its words")
+        raise _fail(key, text, "is not a command line", "a command as one string, e.g. 'my_check -q', or a list of its words")
     try:
         argv = shlex.split(text)
     except ValueError as exc:  # shlex: "No closing quotation", "No escaped character"
         raise _fail(key, text, f"cannot be split into words ({str(exc).lower()})",
-                    "balanced quotes, e.g. 'my_check --name \"a b\"'") from None
+                    "balanced quotes, e.g. 'my_check -n \"a b\"'") from None
     if not argv:
-        raise _fail(key, text, "is empty", "a command, e.g. 'my_check --fast'")
+        raise _fail(key, text, "is empty", "a command, e.g. 'my_check -q'")
     return argv
 
 
@@ -137,9 +137,9 @@ def word_list(key: str, value: Any, example: str) -> list[str]:
 def argv(key: str, value: Any) -> list[str]:
     """A command: one string split as a shell would (``words``), or its words as a list."""
     if isinstance(value, (list, tuple)):
-        command = word_list(key, value, "['my_check', '--fast']")
+        command = word_list(key, value, "['my_check', '-q']")
         if not command:
-            raise _fail(key, value, "is empty", "a command, e.g. 'my_check --fast'")
+            raise _fail(key, value, "is empty", "a command, e.g. 'my_check -q'")
         return command
     return words(key, value)
 
@@ -204,11 +204,7 @@ def hosts(key: str, value: Any) -> tuple[str, ...]:
         return ()
     if not isinstance(value, (list, tuple)):
         raise _fail(key, value, "is not a list of hosts", "a list such as [node01, node02]")
-    names = [host(f"{key}[{i}]", item) for i, item in enumerate(value)]
-    repeat = first_repeat(names)
-    if repeat is not None:
-        raise _fail(f"{key}[{repeat[0]}]", names[repeat[0]], "is listed twice", "each host once")
-    return tuple(value)
+    return tuple(distinct(key, [host(f"{key}[{i}]", item) for i, item in enumerate(value)], "each host once"))
 
 
 def first_repeat(items: Sequence[Any]) -> Optional[tuple[int, int]]:
@@ -220,6 +216,14 @@ def first_repeat(items: Sequence[Any]) -> Optional[tuple[int, int]]:
             return i, seen[item]
         seen[item] = i
     return None
+
+
+def distinct(key: str, items: Sequence[Any], allowed: str = "each item once") -> Sequence[Any]:
+    """``items`` unchanged, or the first repeat refused as ``key[i]`` (a repeat would run twice or be dropped)."""
+    repeat = first_repeat(items)
+    if repeat is not None:
+        raise _fail(f"{key}[{repeat[0]}]", items[repeat[0]], "is listed twice", allowed)
+    return items
 
 
 def choice(key: str, value: Any, allowed: Sequence[str]) -> str:

@@ -241,6 +241,14 @@ CASES = [
     conf("conf-hermetic-number", GOOD + "hermetic: 5\n", "hermetic: 5 is not true or false"),  # was: taken as true
     override("ovr-allow-ignored-number", "allow_ignored_vars: 2 is not true or false", "allow_ignored_vars=2"),
     override("ovr-name-bool", "name: true is true/false, not text", "name=true"),  # was: a run directory named True
+    # a repeat would run twice (collectives) or the later would win without a word (--env), as grids and hosts refuse
+    override("bench-env-twice", "NCCL_ALGO is given twice (first --env NCCL_ALGO=Ring)", "--env", "NCCL_ALGO=Ring",
+             "--env", "NCCL_ALGO=Tree", command="bench"),
+    override("bench-collective-twice", "collectives[1]: 'allreduce' is listed twice", "-c", "allreduce,allreduce",
+             command="bench"),
+    override("ovr-probe-collective-twice", "probe.collectives[1]: 'allgather' is listed twice",
+             "probe.collectives=[allgather,allgather]"),
+    override("ovr-probe-numel-bool", "probe.numel: True not allowed", "probe.numel=true"),  # was: numel True ran as 1
 ]
 
 

@@ -169,6 +169,11 @@ def parse_env_flags(items: Sequence[str]) -> dict[str, str]:
             raise ConfigError(f"--env {item!r}: not KEY=VALUE; allowed: e.g. --env NCCL_ALGO=Ring")
         key, value = item.split("=", 1)
         env[key] = value
+    keys = [item.split("=", 1)[0] for item in items]
+    repeat = values.first_repeat(keys)
+    if repeat is not None:  # the later one would win without a word
+        raise ConfigError(f"--env {items[repeat[0]]!r}: {keys[repeat[0]]} is given twice (first --env {items[repeat[1]]}); "
+                          "allowed: each variable once")
     return env
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Optional
 
+from envmatrix import values
 from envmatrix.bench.formulas import ALL
 from envmatrix.bench.sizes import parse_size, size_sweep
 from envmatrix.bench.timing import DEFAULT_TIMING, check_timing
@@ -51,6 +52,7 @@ def normalize_bench(raw: Any, where: str, backend: str) -> Optional[dict[str, An
     bad = [c for c in colls if c not in ALL]
     if bad or not colls:
         raise ConfigError(f"{where}.collectives: {bad[0] if bad else '[]'!r} not allowed; allowed: {', '.join(ALL)}")
+    values.distinct(f"{where}.collectives", colls, "each collective once")
     check_timing(bench["timing"], backend, where)
     if bench["dtype"] not in DTYPES:
         raise ConfigError(f"{where}.dtype: {bench['dtype']!r} not allowed; allowed: {', '.join(DTYPES)}")
@@ -105,7 +107,8 @@ class BuiltinProbe(ModuleProbe):
         bad = [c for c in params["collectives"] if c not in COLLECTIVES]
         if bad or not params["collectives"]:
             raise ConfigError(f"{where}.collectives: {bad or '[]'} not allowed; allowed: a non-empty subset of {', '.join(COLLECTIVES)}")
-        if not isinstance(params["numel"], int) or params["numel"] < 1:
+        values.distinct(f"{where}.collectives", list(params["collectives"]), "each collective once")
+        if not isinstance(params["numel"], int) or isinstance(params["numel"], bool) or params["numel"] < 1:
             raise ConfigError(f"{where}.numel: {params['numel']!r} not allowed; allowed: an integer >= 1")
         params["bench"] = normalize_bench(params.get("bench"), f"{where}.bench", backend)
         level = params.get("nccl_debug")
