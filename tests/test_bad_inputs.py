@@ -249,6 +249,10 @@ CASES = [
     override("ovr-probe-collective-twice", "probe.collectives[1]: 'allgather' is listed twice",
              "probe.collectives=[allgather,allgather]"),
     override("ovr-probe-numel-bool", "probe.numel: True not allowed", "probe.numel=true"),  # was: numel True ran as 1
+    # bisect's grid flags were checked only as the grids=[...] override they become: the message named grids[0]
+    Case("bisect-failing-not-a-grid", ("bisect", "--failing", "garbage", "conf={file:c.yaml}", "--out", "{out}"),
+         "--failing: 'garbage' is not a grid", {"c.yaml": GOOD}),
+    envfile("bisect-grid-two-grids", "export NCCL_ALGO=Ring\n", "--grid: '1x2,2x1' is not a grid", "--grid", "1x2,2x1"),
 ]
 
 

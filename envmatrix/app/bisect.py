@@ -116,6 +116,10 @@ def check_request(request: BisectRequest) -> BisectInput:
             values.output_file(flag, path)
     overrides = list(request.overrides)
     grid = request.failing or request.grid
+    if grid:  # named by its flag, before it becomes grids=[...] (where '1x2,2x2' would read as two grids)
+        from envmatrix.planning.grid import parse_grid
+
+        parse_grid(grid, "--failing" if request.failing else "--grid")
     if grid and not any(o.startswith("grids=") for o in overrides):
         # Only the grid being bisected has to fit this host, not every grid of the config.
         overrides.append(f"grids=[{grid}]")
