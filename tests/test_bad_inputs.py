@@ -253,6 +253,8 @@ CASES = [
     Case("bisect-failing-not-a-grid", ("bisect", "--failing", "garbage", "conf={file:c.yaml}", "--out", "{out}"),
          "--failing: 'garbage' is not a grid", {"c.yaml": GOOD}),
     envfile("bisect-grid-two-grids", "export NCCL_ALGO=Ring\n", "--grid: '1x2,2x1' is not a grid", "--grid", "1x2,2x1"),
+    conf("conf-yes-is-text", GOOD.replace("NCCL_ALGO: Ring", "NCCL_IB_DISABLE: yes"), "value 'yes' for NCCL_IB_DISABLE",
+         "--allow-ignored-vars"),  # was: YAML 1.1's boolean, exported as NCCL_IB_DISABLE=1
 ]
 
 

@@ -158,3 +158,11 @@ def test_auto_grids_with_hosts_fit_the_hosts(cli, tmp_path):
                    "--dry-run", "--json")
     assert done.returncode == 0, done.stdout + done.stderr
     assert {r["grid"] for r in json.loads(done.stdout)["runs"]} == {"1x4", "2x1", "2x4"}  # no 4x1 on 2 hosts
+
+
+def test_yaml_1_1_booleans_stay_the_text_written(cli, tmp_path):
+    # YAML 1.1 reads OFF/on/yes/no as booleans: OFF became '0', refused as "value '0'" although the file says OFF
+    conf = write_conf(tmp_path / "c.yaml", "backend: gloo\ngrids: [1x2]\nsetups:\n  a: {TORCH_DISTRIBUTED_DEBUG: OFF}\n")
+    done = cli.run("sweep", f"conf={conf}", "--dry-run", "--out", str(tmp_path / "o"))
+    assert done.returncode == 0, done.stderr
+    assert "export TORCH_DISTRIBUTED_DEBUG=OFF" in done.stdout and not (tmp_path / "o").exists()

@@ -56,13 +56,28 @@ def read_utf8(path: Path, label: str, what: str = "it") -> str:
         raise ConfigError(f"{label}: cannot read ({exc.strerror})") from None
 
 
-def read_yaml_mapping(path: Path) -> dict[str, Any]:
-    """One YAML file as a mapping; duplicate keys (e.g. a setup named twice) and non-UTF-8 text are errors."""
+def _config_loader() -> Any:
+    """The catalogs' loader (duplicate keys refused) with YAML 1.2's booleans, as Hydra's overrides read them: only
+    true/false. YAML 1.1 also reads on/off/yes/no as booleans, so `TORCH_DISTRIBUTED_DEBUG: OFF` became '0' and
+    `MY_FLAG: off` was exported as MY_FLAG=0; in a config they stay the text written."""
+    import re
+
     from envmatrix.catalog.catalog import UniqueKeyLoader
 
+    class ConfigLoader(UniqueKeyLoader):  # type: ignore[misc,valid-type]
+        yaml_implicit_resolvers = {first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:bool"]
+                                   for first, resolvers in UniqueKeyLoader.yaml_implicit_resolvers.items()}
+
+    ConfigLoader.add_implicit_resolver("tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"),
+                                       list("tTfF"))
+    return ConfigLoader
+
+
+def read_yaml_mapping(path: Path) -> dict[str, Any]:
+    """One YAML file as a mapping; duplicate keys (e.g. a setup named twice) and non-UTF-8 text are errors."""
     text = read_utf8(path, str(path), "the config")
     try:
-        data = yaml.load(text, Loader=UniqueKeyLoader)
+        data = yaml.load(text, Loader=_config_loader())
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
