@@ -109,3 +109,48 @@ def test_a_failure_no_variable_causes_shows_as_the_envs_failure_in_the_trail(cli
     assert {t["outcome"] for t in report["trail"]} == {"fail"} and report["trail"][-1]["atoms"] == "-"
     md = (tmp_path / "o" / "bisect_env_1x2.md").read_text()
     assert "The env without any of these variables fails too (the baseline probe)" in md
+
+
+# Two failures of one stage (after init) with different lines: an interacting pair and an unrelated single culprit.
+PAIR_LINE = ("exit_error", "cuda failure 'invalid argument' in allreduce")
+SINGLE_LINE = ("exit_error", "wrong value in ring reduce")
+
+
+@pytest.mark.parametrize("pair,single", [((0, 12), 6), ((3, 4), 5), ((11, 12), 0)])
+def test_same_stage_failures_are_all_named_and_the_repaired_env_proven(pair, single):
+    def oracle(atoms):
+        return PAIR_LINE if set(pair) <= atoms else SINGLE_LINE if single in atoms else PASS
+
+    res = find_all_culprits(13, oracle, strict_after=True)
+    # the pair's line cannot be told apart from the single culprit's (one stage): the answer stays incomplete,
+    # but it names both and a probe proves the env without them passes
+    assert [s.culprits for s in res.sections] == [[frozenset(pair)], [frozenset({single})]]
+    assert res.status == "incomplete" and not res.complete and not res.sections[0].complete
+    assert set(res.final_env) == set(range(13)) - set(pair) - {single}
+
+
+SAME_STAGE = """
+import os, sys
+e = os.environ
+if e.get("ENVMATRIX_P") and e.get("ENVMATRIX_Q"):
+    print("NCCL WARN Cuda failure 'invalid argument' in allreduce", flush=True); sys.exit(1)
+if e.get("ENVMATRIX_S"):
+    print("NCCL WARN wrong value in ring reduce", flush=True); sys.exit(1)
+"""
+
+
+@pytest.mark.slow
+def test_same_stage_failures_with_real_ranks(cli, tmp_path):
+    script = tmp_path / "probe.py"
+    script.write_text(SAME_STAGE)
+    harmless = [f"ENVMATRIX_H{i}={i}" for i in range(10)]
+    env_file = tmp_path / "env.sh"
+    env_file.write_text("".join(f"export {v}\n" for v in ["ENVMATRIX_P=1", *harmless[:5], "ENVMATRIX_S=1", *harmless[5:], "ENVMATRIX_Q=1"]))
+    done = cli.run("bisect", "backend=gloo", "--grid", "1x2", "--env-file", str(env_file), "--allow-unknown-vars",
+                   "--probe-cmd", f"python {script}", "--no-repair", "--out", str(tmp_path / "o"), "--json", str(tmp_path / "r.json"))
+    assert done.returncode == 3, done.stdout + done.stderr  # not proven complete: the two lines are of one stage
+    (report,) = json.loads((tmp_path / "r.json").read_text())
+    assert [s["culprits"] for s in report["signatures"]] == [[["ENVMATRIX_P=1", "ENVMATRIX_Q=1"]], [["ENVMATRIX_S=1"]]]
+    assert report["recommended_proven"] and sorted(report["recommended_env"]) == sorted(harmless)
+    md = (tmp_path / "o" / "bisect_env_1x2.md").read_text()
+    assert "may hide more culprits of signature 1" in md

@@ -60,6 +60,10 @@ def render_markdown(report: BisectReport) -> str:
             out.append("- none found")
         out.append(f"- proven (fails alone, minimal, env without it no longer fails this way): {'yes' if sec['proven'] else 'no'}; "
                    f"atoms searched: {sec['searched_atoms']}; env without these culprits: {sec['repaired_env_outcome'] or 'not probed'}")
+        other = sec["repaired_env_outcome"] or ""
+        if sec["culprits"] and not sec["proven"] and other.startswith("fail") and other != "fail":
+            out.append(f"- each set above fails alone and is minimal, but the env without them fails with signature {other[4:]}, "
+                       f"which cannot be ordered against this one and may hide more culprits of signature {sec['signature']}")
         out.append("")
     if not report.sections:
         out.append("- none found")

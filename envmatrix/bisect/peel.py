@@ -20,8 +20,11 @@ For the search of signature S's culprits, a probe's signature is read as:
 A bare non-zero exit (command probes) is staged by its line: an init-phase
 line (init, bootstrap, "no device", NET/x :, transport) is init, anything else
 after init. A loader or import failure line (a library path or plugin that does not
-load) is the load stage, before init, whatever the outcome class. Two failures of one stage with different lines stay unknown to each
-other, so such an env may end inconclusive (exit 3) rather than guessed.
+load) is the load stage, before init, whatever the outcome class. Two failures of
+one stage with different lines stay unknown to each other, so such an env ends
+inconclusive (exit 3) rather than guessed; when S's culprit sets are each proven
+(fail alone, minimal) and only the env without them fails the other way, the
+peeling still goes on, so every culprit and a passing env are named.
 
 Every probe's signature is kept in one cache shared by every search, so a
 probe run for S's search also informs T's. Peeling: once S's culprit sets are
@@ -181,13 +184,13 @@ def complete_strictly(n: int, oracle: Callable[[frozenset], str], known: dict, f
 
 def _proven_culprit(sigs: dict, atoms: frozenset, target: Signature) -> bool:
     """``atoms`` is a proven minimal failing set for ``target``: it failed so, and each set one atom smaller passed
-    (the empty set passes once any probe passed: monotone)."""
-    def reads(subset: frozenset) -> Optional[str]:
-        if not subset and any(sig == PASS for sig in sigs.values()):
-            return PASS
-        return read_for(sigs[subset], target) if subset in sigs else None
+    for it, or lies inside a probe that did (monotone: a set holding no culprit of ``target`` holds none inside)."""
+    clear = [probed for probed, sig in sigs.items() if read_for(sig, target) == PASS]
 
-    return bool(atoms) and reads(atoms) == FAIL and all(reads(atoms - {x}) == PASS for x in atoms)
+    def passes(subset: frozenset) -> bool:
+        return any(subset <= probed for probed in clear)
+
+    return bool(atoms) and atoms in sigs and read_for(sigs[atoms], target) == FAIL and all(passes(atoms - {x}) for x in atoms)
 
 
 def _ranked_suspects(sigs: dict, universe: list[int], proven: list[frozenset], target: Signature) -> list[int]:
@@ -221,6 +224,7 @@ def find_all_culprits(n: int, oracle: SigOracle, *, known: Optional[dict] = None
         return PeelResult(sections, cache.launched, cache.trail, final, status, list(suspects or []))
 
     target: Signature = UNRESOLVED  # reads nothing as pass or fail until the env's own signature is known
+    unproven = False  # a section's culprits may be incomplete (see below): the final env then ends "incomplete"
     try:
         target = _settled(cache, frozenset(universe), repeats, FAIL)
         if target == PASS:
@@ -276,9 +280,16 @@ def find_all_culprits(n: int, oracle: SigOracle, *, known: Optional[dict] = None
                 sig_rest, proven = _settled(cache, frozenset(rest), repeats), rest
             sections.append(Section(target, list(universe), culprits, res.complete, res.method, rest, sig_rest))
             if not res.complete:
-                return done("incomplete", None, list(universe))
+                # The env without this signature's culprits fails another way that cannot be ordered against it
+                # (same stage): that failure may hide more of them, so this section stays unproven, yet each set
+                # named is proven (fails alone, minimal). Peel on: the other culprits and a passing env still
+                # come out; the answer stays incomplete.
+                if not (repeats == 1 and isinstance(sig_rest, tuple) and sig_rest != target
+                        and all(_proven_culprit(cache.sigs, c, target) for c in culprits)):
+                    return done("incomplete", None, list(universe))
+                unproven = True
             if sig_rest == PASS:
-                return done("ok", proven)
+                return done("incomplete" if unproven else "ok", proven)
             universe, target = rest, sig_rest
             if target != PASS and (target == UNRESOLVED or not isinstance(target, tuple)):
                 return done("incomplete", None, rest)
