@@ -212,9 +212,10 @@ def first_repeat(items: Sequence[Any]) -> Optional[tuple[int, int]]:
     would be dropped or run twice (hosts, grids) refuse it by this."""
     seen: dict[Any, int] = {}
     for i, item in enumerate(items):
-        if item in seen:
-            return i, seen[item]
-        seen[item] = i
+        key = item if getattr(item, "__hash__", None) is not None else repr(item)  # a mapping in a list of names
+        if key in seen:
+            return i, seen[key]
+        seen[key] = i
     return None
 
 

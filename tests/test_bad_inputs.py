@@ -255,6 +255,9 @@ CASES = [
     envfile("bisect-grid-two-grids", "export NCCL_ALGO=Ring\n", "--grid: '1x2,2x1' is not a grid", "--grid", "1x2,2x1"),
     conf("conf-yes-is-text", GOOD.replace("NCCL_ALGO: Ring", "NCCL_IB_DISABLE: yes"), "value 'yes' for NCCL_IB_DISABLE",
          "--allow-ignored-vars"),  # was: YAML 1.1's boolean, exported as NCCL_IB_DISABLE=1
+    conf("conf-defaults-empty-entry", "defaults: ['']\n" + GOOD, "defaults entry '' can't be honoured"),  # was: default.yaml
+    conf("conf-defaults-twice", "defaults: [default, default]\n" + GOOD, "defaults[1]: 'default' is listed twice"),
+    conf("conf-seed-text", GOOD + "seed: abc\n", "c.yaml: seed: Value 'abc'"),  # was: 'override seed: ...' for the file's value
 ]
 
 

@@ -107,6 +107,7 @@ def load_yaml_mapping(path: Path, _chain: tuple[Path, ...] = ()) -> dict[str, An
         return data
     if not isinstance(defaults, list):
         raise ConfigError(f"{path}: defaults: {defaults!r} is not a list; write defaults: [other_config, _self_]")
+    values.distinct(f"{path}: defaults", defaults, "each config once")
     if "_self_" not in defaults:
         defaults = [*defaults, "_self_"]
     parts = []
@@ -114,7 +115,7 @@ def load_yaml_mapping(path: Path, _chain: tuple[Path, ...] = ()) -> dict[str, An
         if entry == "_self_":
             parts.append(data)
             continue
-        if not isinstance(entry, str) or entry.startswith(("override ", "optional ")) or "@" in entry:
+        if not isinstance(entry, str) or not entry.strip("/ ") or entry.startswith(("override ", "optional ")) or "@" in entry:
             raise ConfigError(
                 f"{path}: defaults entry {entry!r} can't be honoured; allowed: names of other configs and _self_ "
                 f"(set a probe or launcher with probe.name=... / launcher=... keys instead)"
@@ -364,7 +365,9 @@ def _explain(exc: BaseException, conf_file: Path, overrides: Sequence[str]) -> s
     for line in full.splitlines():
         if "could not be converted" in line or line.strip().startswith("Value '"):
             key = next((ln.split(":", 1)[1].strip() for ln in full.splitlines() if "full_key:" in ln), "?")
-            return f"override {key}: {line.strip()}; give a value of that type"
+            given = next((o for o in overrides if o.lstrip("+").split("=", 1)[0] == key), None)  # else the file's value
+            where = f"override {given}" if given is not None else conf_file.name
+            return f"{where}: {key}: {line.strip()}; allowed: {SCHEMA_KINDS.get(key, 'a value of the type the key has')}"
     full_key = next((ln.split(":", 1)[1].strip() for ln in full.splitlines() if "full_key:" in ln), "")
     if full_key or "Cannot merge" in full or "raised while composing" in message:
         # a value of the wrong kind (a list where a mapping goes, text where a list goes): Hydra names no key
