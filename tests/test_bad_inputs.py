@@ -258,6 +258,8 @@ CASES = [
     conf("conf-defaults-empty-entry", "defaults: ['']\n" + GOOD, "defaults entry '' can't be honoured"),  # was: default.yaml
     conf("conf-defaults-twice", "defaults: [default, default]\n" + GOOD, "defaults[1]: 'default' is listed twice"),
     conf("conf-seed-text", GOOD + "seed: abc\n", "c.yaml: seed: Value 'abc'"),  # was: 'override seed: ...' for the file's value
+    Case("submit-output-two-lines", ("submit", "--print", "--output", "a\n#SBATCH --x", "--", "sweep"),
+         "--output: 'a\\n#SBATCH --x' spans lines"),  # was: its second line printed as a directive of its own
 ]
 
 

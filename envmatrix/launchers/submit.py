@@ -58,8 +58,10 @@ def check(spec: BatchSpec) -> None:
     for key, value in (("--job-name", spec.job_name), ("--account", spec.account), ("--queue", spec.queue)):
         if value is not None and not _SAFE_NAME.match(value):
             raise ConfigError(f"{where} {key}: {value!r} not allowed; allowed: letters, digits and _ . + -")
+    if spec.output is not None and ("\n" in spec.output or "\r" in spec.output):  # the rest would be read as directives
+        raise ConfigError(f"{where} --output: {spec.output!r} spans lines; allowed: one file name such as envmatrix-%j.out")
     for line in spec.directives:
-        if "\n" in line:
+        if "\n" in line or "\r" in line:
             raise ConfigError(f"{where} --directive: {line!r} spans lines; allowed: one option per --directive")
         if not line.strip():
             raise ConfigError(f"{where} --directive: {line!r} is empty; allowed: one scheduler option (what follows "
