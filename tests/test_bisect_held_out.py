@@ -19,6 +19,8 @@ def test_a_library_that_does_not_load_masks_every_init_failure():
     # far as gloo's init held no bad library path
     assert stage(LOADER) < stage(IFNAME) and stage(COMMAND_LOADER) < stage(IFNAME)
     assert read_for(IFNAME, LOADER) == PASS and read_for(LOADER, IFNAME) == "unresolved"
+    # NCCL failing to dlopen a NET plugin happens inside communicator init: an init failure, not a load one
+    assert stage(("init_error", "nccl warn net/plugin : dlopen(libnccl-net.so) failed: cannot open shared object file")) == stage(IFNAME)
 
 
 @pytest.mark.parametrize("lib,ifname", [(4, 9), (0, 13), (13, 0), (6, 7)])

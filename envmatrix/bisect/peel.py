@@ -58,11 +58,12 @@ STAGES = {"launch_error": 0, "launcher_error": 0, "env_mismatch": 0, "init_error
 # A bare non-zero exit (a command probe) is staged by its root-cause line: NCCL's init-phase messages
 # (communicator init, bootstrap, transport/net setup) mean init; anything else happened after init.
 _INIT_LINE = re.compile(r"init|bootstrap|no device|net/\w+ *:|transport")
-# A program or library that does not load (a bad LD_LIBRARY_PATH / LD_PRELOAD / PYTHONPATH entry, a plugin built
-# for another ABI) fails before any communicator exists, whatever outcome class the probe gave it (torch's import in
-# a rank is an init_error, a command's loader message a bare exit): earlier than every init failure, which it masks.
-_LOAD_LINE = re.compile(r"importerror|modulenotfounderror|error while loading shared librar|cannot open shared object|"
-                        r"symbol lookup error|undefined symbol|version `[^']*' not found")
+# A program or its libraries that do not load at its start (a bad LD_LIBRARY_PATH / LD_PRELOAD / PYTHONPATH entry)
+# fail before any communicator exists, whatever outcome class the probe gave it (torch's import in a rank is an
+# init_error, the loader's message of a command a bare exit): earlier than every init failure, which they mask.
+# Only Python's import errors and ld.so's start-up messages: a bare "cannot open shared object file" may be NCCL
+# failing to dlopen a NET plugin during init, which an earlier init failure (bootstrap) can mask.
+_LOAD_LINE = re.compile(r"\b(importerror|modulenotfounderror)\b|error while loading shared librar|symbol lookup error")
 _LOAD_STAGE = 0.5  # between launch (0) and init (1)
 # NCCL rejects a forced algorithm/protocol when the first collective is enqueued, after the communicator
 # exists: a probe that runs a collective during its init phase (torch's barrier) reports it as init_error,
