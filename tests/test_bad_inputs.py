@@ -260,6 +260,14 @@ CASES = [
     conf("conf-seed-text", GOOD + "seed: abc\n", "c.yaml: seed: Value 'abc'"),  # was: 'override seed: ...' for the file's value
     Case("submit-output-two-lines", ("submit", "--print", "--output", "a\n#SBATCH --x", "--", "sweep"),
          "--output: 'a\\n#SBATCH --x' spans lines"),  # was: its second line printed as a directive of its own
+    # the netpair probe's own values: unchecked, they reached ping and iperf3 (port 0 / 70000 / true, ping -c 0)
+    override("ovr-netpair-port", "probe.port: 70000 is out of range; allowed: an integer from 1 to 65535", "probe=netpair",
+             "probe.port=70000"),
+    override("ovr-netpair-ping-count", "probe.ping_count: 0 is out of range", "probe=netpair", "probe.ping_count=0"),
+    override("ovr-netpair-pair-text", "probe.pairs[0]: 'x' is not an integer", "probe=netpair",
+             "probe.pairs=[[x,y]]"),  # was: ValueError traceback
+    override("ovr-netpair-address-option", "probe.addresses[0]: '-oProxy' is not a host name", "probe=netpair",
+             "probe.addresses=[-oProxy,b]"),
 ]
 
 

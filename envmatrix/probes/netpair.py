@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Optional, Sequence
 
+from envmatrix import values
 from envmatrix.boundary import ProcessOutcome
 from envmatrix.errors import ConfigError
 from envmatrix.planning.plan import ProbeSpec
@@ -34,9 +35,14 @@ class NetPairProbe(ModuleProbe):
         pairs = params.get("pairs")
         if not isinstance(pairs, list) or not all(isinstance(p, (list, tuple)) and len(p) == 2 for p in pairs):
             raise ConfigError(f"{where}.pairs: {pairs!r} not allowed; allowed: a list of [receiver, sender] rank pairs")
-        params["pairs"] = [[int(a), int(b)] for a, b in pairs]
+        params["pairs"] = [[values.integer(f"{where}.pairs[{i}]", rank, 0) for rank in pair] for i, pair in enumerate(pairs)]
         if not isinstance(params.get("addresses"), list):
             raise ConfigError(f"{where}.addresses: {params.get('addresses')!r} not allowed; allowed: a host per rank")
+        for i, address in enumerate(params["addresses"]):  # ping and iperf3 take them as arguments
+            values.host(f"{where}.addresses[{i}]", address)
+        params["ping_count"] = values.integer(f"{where}.ping_count", params.get("ping_count"), 1)
+        # the round's pair i listens on port + i
+        params["port"] = values.integer(f"{where}.port", params.get("port"), 1, 65535 - max(len(pairs) - 1, 0))
         seconds = params.get("iperf_seconds")
         # iperf3 reads -t as whole seconds: -t 0.3 would be 0, which means forever
         if isinstance(seconds, float) and seconds.is_integer():
