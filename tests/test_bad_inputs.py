@@ -268,6 +268,15 @@ CASES = [
              "probe.pairs=[[x,y]]"),  # was: ValueError traceback
     override("ovr-netpair-address-option", "probe.addresses[0]: '-oProxy' is not a host name", "probe=netpair",
              "probe.addresses=[-oProxy,b]"),
+    # an objective the probe's bench never measures: every trial failed with no_metric, and the search exited 0
+    space("space-objective-not-measured", "  space: {NCCL_ALGO: [Ring, Tree]}\n  objective: {collective: alltoall}\n",
+          "objective.collective: 'alltoall' is not measured by probe.bench; allowed: allreduce"),
+    space("space-objective-size-beyond-bench", "  space: {NCCL_ALGO: [Ring, Tree]}\n  objective: {size: 1M}\n",
+          "objective.size: 1M is larger than probe.bench measures (4K)"),
+    space("space-objective-no-sizes", "  space: {NCCL_ALGO: [Ring, Tree]}\n  objective: {sizes: []}\n",
+          "objective.sizes: [] is empty"),
+    space("space-objective-collective-twice", "  space: {NCCL_ALGO: [Ring, Tree]}\n  objective: {collectives: [allreduce, allreduce]}\n",
+          "objective.collectives[1]: 'allreduce' is listed twice"),
 ]
 
 

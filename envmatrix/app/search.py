@@ -61,7 +61,7 @@ class SearchEvents:
 
 
 def plan_search(request: SearchRequest) -> SearchPlan:
-    from envmatrix.search.objective import parse_objectives
+    from envmatrix.search.objective import check_measured, parse_objectives
     from envmatrix.search.space import parse_search_space
     from envmatrix.search.study import parse_settings
 
@@ -77,6 +77,7 @@ def plan_search(request: SearchRequest) -> SearchPlan:
     settings = parse_settings(search, where, inp.name, inp.seed)
     space = parse_search_space(search, catalog, pins, where, allow_unknown=request.allow_unknown_vars)
     objectives = parse_objectives(search.get("objective"), f"{where}.objective", [g.label for g in inp.grids])
+    check_measured(objectives, inp.probe.params.get("bench"), f"{where}.objective")
     check_shared_gpu_figures(inp, settings, len(gpus), where)
     return SearchPlan(inp, settings, space, objectives, gpus, pins)
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterator, Mapping, Optional, Sequence
 
 from envmatrix.bench.aggregate import headline_rows
+from envmatrix import values
 from envmatrix.bench.sizes import format_size, parse_size
 from envmatrix.errors import ConfigError, did_you_mean
 
@@ -93,6 +94,10 @@ def parse_objective(raw: Any, where: str, grids: Sequence[str]) -> Objective:
     sizes: list[Optional[int]] = []
     for s in _listed(raw.get("sizes", raw.get("size", "max"))):
         sizes.append(None if s in ("max", None) else parse_size(s, f"{where}.size"))
+    for key, listed in (("collectives", colls), ("sizes", sizes)):
+        if not listed:
+            raise ConfigError(f"{where}.{key}: [] is empty; allowed: one or more (collective: allreduce, size: 1G or max)")
+        values.distinct(f"{where}.{key}", listed, "each once (a repeat would weigh twice in the mean)")
     metric = str(raw.get("metric", "busbw"))
     if metric not in METRICS:
         raise ConfigError(f"{where}.metric: {metric!r} not allowed; allowed: {', '.join(METRICS)}")
@@ -123,6 +128,29 @@ def parse_objectives(raw: Any, where: str, grids: Sequence[str]) -> tuple[Object
     if len(set(names)) != len(names):
         raise ConfigError(f"{where}: objective names repeat ({', '.join(names)}); give each a distinct name:")
     return objectives
+
+
+# Collectives whose rows record count x type size, at most the size asked for (nccl-tests rounds counts down)
+_SIZED_AS_ASKED = ("allreduce", "allgather", "reduce_scatter", "alltoall", "broadcast", "reduce", "sendrecv")
+
+
+def check_measured(objectives: Sequence[Objective], bench: Any, where: str) -> None:
+    """An objective term the probe's bench never measures is refused before any trial: each trial would fail with
+    no_metric. A probe without a bench block (a command probe's own output) is known only when it runs."""
+    if not isinstance(bench, Mapping) or not bench.get("sizes"):
+        return
+    measured = list(bench.get("collectives") or [])
+    largest = max(bench["sizes"])
+    for i, objective in enumerate(objectives):
+        here = f"{where}[{i}]" if len(objectives) > 1 else where
+        for collective in objective.collectives:
+            if collective not in measured:
+                raise ConfigError(f"{here}.collective: {collective!r} is not measured by probe.bench; allowed: "
+                                  f"{', '.join(measured)} (or add it to probe.bench.collectives)")
+            for size in objective.sizes:
+                if size is not None and size > largest and collective in _SIZED_AS_ASKED:
+                    raise ConfigError(f"{here}.size: {format_size(size)} is larger than probe.bench measures "
+                                      f"({format_size(largest)}); allowed: max or a size up to probe.bench.max_bytes")
 
 
 def _row(rows: Sequence[Mapping[str, Any]], collective: str, size: Optional[int]) -> Optional[Mapping[str, Any]]:
