@@ -277,6 +277,9 @@ CASES = [
           "objective.sizes: [] is empty"),
     space("space-objective-collective-twice", "  space: {NCCL_ALGO: [Ring, Tree]}\n  objective: {collectives: [allreduce, allreduce]}\n",
           "objective.collectives[1]: 'allreduce' is listed twice"),
+    override("ovr-whole-mapping-typo", "network.a: unknown key 'delai' (did you mean delay?)",
+             "network={a:{delai:1ms}}"),  # was: "overrides: unknown key 'a'; allowed: name, backend, ..."
+    override("ovr-whole-mapping-number-key", "override setups={5:{X:1}}: setups.5: the key 5 is a number", "setups={5:{X:1}}"),
 ]
 
 

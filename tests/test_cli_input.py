@@ -166,3 +166,11 @@ def test_yaml_1_1_booleans_stay_the_text_written(cli, tmp_path):
     done = cli.run("sweep", f"conf={conf}", "--dry-run", "--out", str(tmp_path / "o"))
     assert done.returncode == 0, done.stderr
     assert "export TORCH_DISTRIBUTED_DEBUG=OFF" in done.stdout and not (tmp_path / "o").exists()
+
+
+def test_a_whole_mapping_override_replaces_the_configs_mapping(cli, tmp_path):
+    # was: "overrides: unknown key 'b'; allowed: name, backend, ..." (the schema's struct mode refused its new keys)
+    conf = write_conf(tmp_path / "c.yaml", GOOD.replace("NCCL_ALGO: Ring", "TORCH_DISTRIBUTED_DEBUG: INFO"))
+    done = cli.run("sweep", f"conf={conf}", "setups={b:{TORCH_DISTRIBUTED_DEBUG:OFF}}", "--dry-run")
+    assert done.returncode == 0, done.stderr
+    assert "(b)" in done.stdout and "(a)" not in done.stdout and "TORCH_DISTRIBUTED_DEBUG=OFF" in done.stdout

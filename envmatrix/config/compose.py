@@ -177,20 +177,13 @@ def compose_config(overrides: Sequence[str]) -> tuple[Any, Path]:
         if key not in allowed:
             raise ConfigError(f"{conf_file}: unknown key {key!r}{suggest_key(str(key))}; allowed: {', '.join(allowed)}")
     for key, value in content.items():
-        kind = dict if key in MAPPING_KEYS else list if key in LIST_KEYS else None
-        if kind is not None and value is not None and not isinstance(value, kind):
-            raise ConfigError(f"{conf_file}: {key}: {value!r} is not a {'mapping' if kind is dict else 'list'}; "
-                              f"allowed: {SCHEMA_KINDS[key]}")
-        check_scalar_kind(str(conf_file), key, value)
-        number = next((k for k in value if not isinstance(k, str)), None) if kind is dict and value else None
-        if number is not None:  # YAML reads `5:` as a number, which the schema's text-keyed mappings refuse without a key
-            raise ConfigError(f"{conf_file}: {key}.{number}: the key {number!r} is a number; allowed: text keys "
-                              f"(quote it: '{number}')")
+        _check_top_level(str(conf_file), key, value)
     if content.get("expect") is not None:
         from envmatrix.config.expect import parse_expect
 
         parse_expect(content["expect"], conf_file.name)  # before Hydra, whose type error names no key
     _check_override_syntax(rest)
+    rest = _whole_mappings(content, rest)
     for item in rest:
         key, _, text = item.lstrip("+").partition("=")
         if key in allowed and text:
@@ -253,6 +246,36 @@ def _check_override_syntax(overrides: Sequence[str]) -> None:
                 fix = ("each dotted part of a key must start with a letter (a size as a byte count: 67108864, not 64M; "
                        "a grid such as 1x4 only in the config file)")
             raise ConfigError(f"override {item}: Hydra cannot parse it ({_one_line(exc)}); {fix}") from None
+
+
+def _check_top_level(where: str, key: str, value: Any) -> None:
+    """A top-level value of the kind its schema field holds, before Hydra, whose type errors name no key."""
+    kind = dict if key in MAPPING_KEYS else list if key in LIST_KEYS else None
+    if kind is not None and value is not None and not isinstance(value, kind):
+        raise ConfigError(f"{where}: {key}: {value!r} is not a {'mapping' if kind is dict else 'list'}; "
+                          f"allowed: {SCHEMA_KINDS[key]}")
+    check_scalar_kind(where, key, value)
+    number = next((k for k in value if not isinstance(k, str)), None) if kind is dict and value else None
+    if number is not None:  # YAML reads `5:` as a number, which the schema's text-keyed mappings refuse without a key
+        raise ConfigError(f"{where}: {key}.{number}: the key {number!r} is a number; allowed: text keys "
+                          f"(quote it: '{number}')")
+
+
+def _whole_mappings(content: dict[str, Any], overrides: Sequence[str]) -> list[str]:
+    """``setups={b: {...}}`` (any mapping key but probe, whose ``probe=NAME`` picks a probe) replaces that mapping of
+    the file's content, as Hydra replaces a node; the schema's struct mode would refuse each new key of it ("unknown
+    key 'b'"). Returns the other overrides."""
+    rest = []
+    for item in overrides:
+        key, sep, _ = item.partition("=")
+        value = _override_value(item) if sep and key in MAPPING_KEYS and key != "probe" else None
+        if isinstance(value, dict):
+            values.plain_tree(f"override {item}", value, key)
+            _check_top_level(f"override {item}", key, value)
+            content[key] = value
+        else:
+            rest.append(item)
+    return rest
 
 
 def _override_value(item: str) -> Any:
