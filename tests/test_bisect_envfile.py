@@ -92,6 +92,33 @@ def test_seed_003_materializes_like_the_shell():
     }
 
 
+SEVERAL_ON_A_LINE = [
+    "A=0\nexport A=1 B=$A C='x y' # B reads A from before the line, as bash expands export's words first",
+    "A=0\nA=1 B=$A", # bare assignments run left to right
+    "export LD_LIBRARY_PATH=/a:$LD_LIBRARY_PATH NCCL_NET=IB\nexport LD_LIBRARY_PATH=$LD_LIBRARY_PATH:/z NCCL_DEBUG",
+    "export NCCL_DEBUG=INFO\texport_ME=2",
+]
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+@pytest.mark.parametrize("text", SEVERAL_ON_A_LINE)
+def test_several_assignments_on_a_line_agree_with_bash(text):
+    base = {"PATH": "/usr/bin:/bin", "LD_LIBRARY_PATH": "/usr/lib64"}
+    out = subprocess.run(["bash", "-c", "set -a\n" + text + "\nenv -0"], env=base, capture_output=True, check=True).stdout.decode()
+    shell_env = {k: v for k, v in (kv.split("=", 1) for kv in out.split("\0") if kv) if k not in {"SHLVL", "PWD", "OLDPWD", "_"}}
+    assert materialize(base, parse_env_file(text, base)) == shell_env
+
+
+def test_export_line_with_several_assignments_gives_their_atoms():
+    text = "export LD_LIBRARY_PATH=/a:$LD_LIBRARY_PATH NCCL_NET=IB NCCL_DEBUG\nNCCL_ALGO=Ring NCCL_PROTO=$NCCL_ALGO"
+    assert parse_env_file(text, {}) == (
+        Atom("LD_LIBRARY_PATH", "prepend", "/a"),
+        Atom("NCCL_NET", "set", "IB"),
+        Atom("NCCL_ALGO", "set", "Ring"),
+        Atom("NCCL_PROTO", "set", "Ring"),
+    )
+
+
 @pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
 @pytest.mark.parametrize("name", sorted(SEED_BLOCKS))
 def test_seed_003_blocks_agree_with_bash(name):
@@ -271,8 +298,8 @@ REJECTED = [
     ("export A=1 \\", "line continuation"),
     ("A=one\\", "line continuation"),
     ("unset A \\", "line continuation"),
-    ("A=1 B=2", "one assignment per line"),
-    ("A=1 mpirun ./a.out", "one assignment per line"),
+    ("A=1 mpirun ./a.out", "only more KEY=VALUE assignments may follow"),
+    ("export A=1 B=2 -n", "only more KEY=VALUE assignments may follow"),
     ("A=1; B=2", "command separator"),
     ("A=1 && B=2", "'&'"),
     ("A=x | tee", "pipe"),

@@ -1,10 +1,10 @@
 """Read the `export` blocks people paste into issues (seed 003) as atoms.
 
 Only the part of shell syntax that such blocks use is accepted: blank lines,
-``#`` comments, ``[export] KEY=VALUE``, ``unset NAME...``, single and double
+``#`` comments, ``[export] KEY=VALUE...``, ``unset NAME...``, single and double
 quotes, backslash escapes and ``$VAR`` / ``${VAR}`` references. Everything else
-(command substitution, ``source``, control flow, line continuations, several
-assignments on one line, ...) is a :class:`ConfigError` naming ``where:line``.
+(command substitution, ``source``, control flow, line continuations, a command
+after the assignments, ...) is a :class:`ConfigError` naming ``where:line``.
 
 Path lists: ``VAR=X1:X2:$VAR`` becomes ``prepend`` atoms X1, X2 and
 ``VAR=$VAR:Y1`` ``append`` atoms, one atom per entry. Several such lines for the
@@ -193,7 +193,7 @@ def _rest_is_comment(s: str, i: int) -> None:
     if rest[:1] in _OPERATORS:
         raise _Reject(f"{_OPERATORS[rest[0]]} is not supported")
     if rest and not rest.startswith("#"):
-        raise _Reject(f"unexpected text after the value: {rest[:40]!r} (one assignment per line)")
+        raise _Reject(f"unexpected text after the value: {rest[:40]!r} (only more KEY=VALUE assignments may follow)")
 
 
 def _split_components(toks: list[_Token]) -> list[list[_Token]]:
@@ -294,13 +294,32 @@ def _parse_line(line: str, state: dict[str, _VarState], env: dict[str, str], inh
         if "`" in line or "$(" in line:
             raise _Reject("command substitution is not supported")
         raise _Reject("not a KEY=VALUE assignment")
-    var = m.group(0)
     toks, end = _lex_value(body, m.end() + 1)
+    assignments = [(m.group(0), toks)]
+    while True:  # ``export A=1 B=2`` and ``A=1 B=2``, as job scripts write them
+        start = end
+        while start < len(body) and body[start] in " \t":
+            start += 1
+        more = _NAME.match(body, start) if start > end else None
+        if more is None or body[start] == "#":
+            break
+        if more.end() < len(body) and body[more.end()] == "=":
+            toks, end = _lex_value(body, more.end() + 1)
+            assignments.append((more.group(0), toks))
+        elif first == "export" and (more.end() == len(body) or body[more.end()] in " \t"):
+            end = more.end()  # ``export A=1 B``: B is exported already, as every assignment here is
+        else:
+            break
     _rest_is_comment(body, end)
-    _assign(var, toks, state, env, inherited)
+    # bash expands every word of an ``export`` line before it assigns any; bare assignments run left to right
+    view = dict(env) if first == "export" else env
+    for var, toks in assignments:
+        _assign(var, toks, state, env, inherited, view)
 
 
-def _assign(var: str, toks: list[_Token], state: dict[str, _VarState], env: dict[str, str], inherited: Mapping[str, str]) -> None:
+def _assign(var: str, toks: list[_Token], state: dict[str, _VarState], env: dict[str, str], inherited: Mapping[str, str],
+            view: Mapping[str, str]) -> None:
+    """One assignment: ``view`` is what its ``$VAR`` references read, ``env`` the shell's view it updates."""
     comps = _split_components(toks)
     self_ref = [("ref", var)]
     prepend = len(comps) >= 1 and comps[-1] == self_ref
@@ -313,13 +332,13 @@ def _assign(var: str, toks: list[_Token], state: dict[str, _VarState], env: dict
         middle = comps[:-1] if prepend else comps[1:]
         entries: list[str] = []
         for comp in middle:
-            entries.extend(_expand(comp, env).split(":"))
+            entries.extend(_expand(comp, view).split(":"))
         if prepend:
             st.front = entries + st.front
         else:
             st.back = st.back + entries
     else:
-        st.base, st.front, st.back = Atom(var, SET, _expand(toks, env)), [], []
+        st.base, st.front, st.back = Atom(var, SET, _expand(toks, view)), [], []
     # the shell's value after this line, as materialize will produce it
     value = materialize(inherited, st.atoms(var)).get(var)
     if value is None:
