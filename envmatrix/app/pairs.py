@@ -177,7 +177,7 @@ def _gpu_pairs(request: PairsRequest, listener: Any) -> PairsResult:
         raise ConfigError(f"--pairs gpus: {len(gpus)} GPU{'' if len(gpus) == 1 else 's'} visible here; allowed: a host with 2 or more GPUs "
                           "(each pair is two ranks, one on each GPU)")
     large, small = _sizes(request)
-    rounds = gpu_pair_rounds(len(gpus), parse_gpu_pairs(request.gpu_pairs) if request.gpu_pairs else None)
+    rounds = gpu_pair_rounds(len(gpus), None if request.gpu_pairs is None else parse_gpu_pairs(request.gpu_pairs))
     grid = Grid(1, len(gpus))
     base = dataclasses.replace(base, name="pairs-gpus", grids=(grid,))
     setups = _setups(base, request, catalog)  # bad input stops here, before the run directory exists
