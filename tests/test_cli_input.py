@@ -176,12 +176,17 @@ def test_a_whole_mapping_override_replaces_the_configs_mapping(cli, tmp_path):
     assert "(b)" in done.stdout and "(a)" not in done.stdout and "TORCH_DISTRIBUTED_DEBUG=OFF" in done.stdout
 
 
-def test_an_empty_gpu_pairs_flag_is_refused_not_read_as_every_pair(cli, tmp_path):
-    # --gpu-pairs "$PAIRS" with PAIRS unset measured every pair: an empty word is not the flag left out
+@pytest.mark.parametrize("flag,expected", [
+    ("--gpu-pairs", "--gpu-pairs: '' not allowed; allowed: GPU pairs such as 0-3,1-7"),  # was: every pair measured
+    ("--pair-size", "--pair-size: '' is not a size"),  # was: the default 256M
+    ("--setup", "--setup '': names no setup"),  # was: the inherited env
+])
+def test_an_empty_pair_flag_is_refused_not_read_as_left_out(cli, tmp_path, flag, expected):
+    # e.g. --gpu-pairs "$PAIRS" with PAIRS unset: an empty word is not the flag left out
     _gpus_visible(cli, tmp_path, 2)
     conf = write_conf(tmp_path / "c.yaml", GOOD.replace("backend: gloo", "backend: nccl"))
     out = tmp_path / "out"
-    done = cli.run("bench", f"conf={conf}", "--pairs", "gpus", "--gpu-pairs", "", "--out", str(out))
+    done = cli.run("bench", f"conf={conf}", "--pairs", "gpus", flag, "", "--out", str(out))
     assert done.returncode == 2 and not out.exists(), done.stdout + done.stderr
     (line,) = done.stderr.strip().splitlines()
-    assert "--gpu-pairs: '' not allowed; allowed: GPU pairs such as 0-3,1-7" in line
+    assert expected in line

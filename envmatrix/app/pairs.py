@@ -86,7 +86,7 @@ def pairs(request: PairsRequest, listener: Any = None) -> PairsResult:
 
 
 def _sizes(request: PairsRequest) -> tuple[int, int]:
-    large = parse_size(request.pair_size or DEFAULT_PAIR_SIZE[request.kind], "--pair-size")
+    large = parse_size(DEFAULT_PAIR_SIZE[request.kind] if request.pair_size is None else request.pair_size, "--pair-size")
     small = parse_size(request.latency_size, "--latency-size")
     if small >= large:
         raise ConfigError(f"--latency-size {request.latency_size}: not below --pair-size {format_size(large)}; "

@@ -132,6 +132,9 @@ def cmd_pairs(args: argparse.Namespace, console: Any) -> int:
     from envmatrix.app.pairs import DEFAULT_TOLERANCE, PairsRequest, pairs
 
     setups = tuple(s.strip() for s in (args.setup or "").split(",") if s.strip())
+    if args.setup is not None and not setups:  # an unset shell variable is not the flag left out
+        raise ConfigError(f"--setup {args.setup!r}: names no setup; allowed: setups of the config, comma-separated, "
+                          "or leave --setup out (the inherited env)")
     tolerance = vars(args).get("pair_tolerance", DEFAULT_TOLERANCE)  # bench's --tolerance is --baseline's
     done = pairs(request_from(PairsRequest, args, kind=args.pairs, setups=setups, tolerance=tolerance),
                  LineProgress(console, "bench"))
