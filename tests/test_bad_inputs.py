@@ -71,7 +71,7 @@ CASES = [
     conf("conf-max-local-ranks-text", GOOD + "max_local_ranks: abc\n", "max_local_ranks"),
     conf("conf-bad-grid", GOOD.replace("[1x2]", "[2y2]"), "'2y2'"),
     conf("conf-zero-grid", GOOD.replace("[1x2]", "['0x2']"), "'0x2'"),
-    conf("conf-hex-grid", GOOD.replace("[1x2]", "[0x2]"), "2 is not a grid"),  # YAML reads 0x2 as the number 2
+    conf("conf-hex-grid", GOOD.replace("[1x2]", "[0x2]"), "'0x2' is not a grid"),  # YAML 1.1 read 0x2 as the number 2
     conf("conf-grid-too-large", GOOD.replace("[1x2]", "[64x64]"), "64x64"),
     conf("conf-launcher-typo", GOOD + "launcher: mpirn\n", "did you mean mpirun?"),
     conf("conf-launcher-opts-level", GOOD + "launcher_opts: {hosts: [n1]}\n", "launcher_opts.<launcher>.hosts"),
@@ -280,6 +280,9 @@ CASES = [
     override("ovr-whole-mapping-typo", "network.a: unknown key 'delai' (did you mean delay?)",
              "network={a:{delai:1ms}}"),  # was: "overrides: unknown key 'a'; allowed: name, backend, ..."
     override("ovr-whole-mapping-number-key", "override setups={5:{X:1}}: setups.5: the key 5 is a number", "setups={5:{X:1}}"),
+    conf("conf-hex-value-is-text", GOOD.replace("NCCL_ALGO: Ring", "NCCL_BUFFSIZE: 0x100"), "value '0x100' for NCCL_BUFFSIZE",
+         "--allow-ignored-vars"),  # was: YAML 1.1's hex integer, exported as NCCL_BUFFSIZE=256
+    conf("conf-tag-text-mismatch", GOOD + "seed: !!int abc\n", "malformed YAML (invalid literal for int()"),  # was: ValueError
 ]
 
 

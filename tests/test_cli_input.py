@@ -160,12 +160,16 @@ def test_auto_grids_with_hosts_fit_the_hosts(cli, tmp_path):
     assert {r["grid"] for r in json.loads(done.stdout)["runs"]} == {"1x4", "2x1", "2x4"}  # no 4x1 on 2 hosts
 
 
-def test_yaml_1_1_booleans_stay_the_text_written(cli, tmp_path):
-    # YAML 1.1 reads OFF/on/yes/no as booleans: OFF became '0', refused as "value '0'" although the file says OFF
-    conf = write_conf(tmp_path / "c.yaml", "backend: gloo\ngrids: [1x2]\nsetups:\n  a: {TORCH_DISTRIBUTED_DEBUG: OFF}\n")
-    done = cli.run("sweep", f"conf={conf}", "--dry-run", "--out", str(tmp_path / "o"))
+def test_yaml_1_1_booleans_and_numbers_stay_the_text_written(cli, tmp_path):
+    # YAML 1.1 reads OFF/on/yes/no as booleans and 0123 (octal), 0x10, 1_000, 1:30 as numbers: OFF became '0' (refused
+    # as "value '0'" although the file says OFF), MY_ID: 0123 was exported as 83
+    conf = write_conf(tmp_path / "c.yaml", "backend: gloo\ngrids: [1x2]\nseed: 7\nsetups:\n"
+                      "  a: {TORCH_DISTRIBUTED_DEBUG: OFF, MY_ID: 0123, MY_T: 1:30, MY_N: 1_000}\n")
+    done = cli.run("sweep", f"conf={conf}", "--dry-run", "--allow-unknown-vars", "--out", str(tmp_path / "o"))
     assert done.returncode == 0, done.stderr
-    assert "export TORCH_DISTRIBUTED_DEBUG=OFF" in done.stdout and not (tmp_path / "o").exists()
+    for line in ("export TORCH_DISTRIBUTED_DEBUG=OFF", "export MY_ID=0123", "export MY_T=1:30", "export MY_N=1_000"):
+        assert line in done.stdout, line
+    assert not (tmp_path / "o").exists()
 
 
 def test_a_whole_mapping_override_replaces_the_configs_mapping(cli, tmp_path):

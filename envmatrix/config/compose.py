@@ -57,19 +57,24 @@ def read_utf8(path: Path, label: str, what: str = "it") -> str:
 
 
 def _config_loader() -> Any:
-    """The catalogs' loader (duplicate keys refused) with YAML 1.2's booleans, as Hydra's overrides read them: only
-    true/false. YAML 1.1 also reads on/off/yes/no as booleans, so `TORCH_DISTRIBUTED_DEBUG: OFF` became '0' and
-    `MY_FLAG: off` was exported as MY_FLAG=0; in a config they stay the text written."""
+    """The catalogs' loader (duplicate keys refused) with Hydra's booleans (only true/false) and plain decimal
+    integers. YAML 1.1 also reads on/off/yes/no as booleans and 0x100, 010 (octal), 1_000 and 1:30 (base 60) as
+    numbers, so `TORCH_DISTRIBUTED_DEBUG: OFF` became '0', `MY_FLAG: off` was exported as MY_FLAG=0 and `MY_ID: 0123`
+    as 83; in a config each stays the text written (a number-valued key still takes 10 or 0x10 as text it parses)."""
     import re
 
     from envmatrix.catalog.catalog import UniqueKeyLoader
 
+    replaced = ("tag:yaml.org,2002:bool", "tag:yaml.org,2002:int")
+
     class ConfigLoader(UniqueKeyLoader):  # type: ignore[misc,valid-type]
-        yaml_implicit_resolvers = {first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:bool"]
+        yaml_implicit_resolvers = {first: [(tag, rx) for tag, rx in resolvers if tag not in replaced]
                                    for first, resolvers in UniqueKeyLoader.yaml_implicit_resolvers.items()}
 
     ConfigLoader.add_implicit_resolver("tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"),
                                        list("tTfF"))
+    ConfigLoader.add_implicit_resolver("tag:yaml.org,2002:int", re.compile(r"^[-+]?(?:0|[1-9][0-9]*)$"),
+                                       list("-+0123456789"))
     return ConfigLoader
 
 
@@ -78,6 +83,8 @@ def read_yaml_mapping(path: Path) -> dict[str, Any]:
     text = read_utf8(path, str(path), "the config")
     try:
         data = yaml.load(text, Loader=_config_loader())
+    except (ValueError, OverflowError) as exc:  # a tag its text cannot hold: seed: !!int abc
+        raise ConfigError(f"{path}: malformed YAML ({_one_line(exc)}); fix the tagged value or drop its tag") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
