@@ -283,6 +283,8 @@ CASES = [
     conf("conf-hex-value-is-text", GOOD.replace("NCCL_ALGO: Ring", "NCCL_BUFFSIZE: 0x100"), "value '0x100' for NCCL_BUFFSIZE",
          "--allow-ignored-vars"),  # was: YAML 1.1's hex integer, exported as NCCL_BUFFSIZE=256
     conf("conf-tag-text-mismatch", GOOD + "seed: !!int abc\n", "malformed YAML (invalid literal for int()"),  # was: ValueError
+    override("ovr-stray-word", "override bakend: not KEY=VALUE (did you mean backend?)", "bakend"),  # was: Hydra's
+    # 'missing EQUAL at <EOF>' and "quote the value so it passes literally: bakend=''"
 ]
 
 

@@ -244,6 +244,9 @@ def _check_override_syntax(overrides: Sequence[str]) -> None:
 
     parser = OverridesParser.create()
     for item in overrides:
+        if "=" not in item and not item.startswith("~"):  # a stray word: Hydra's fix (quote the value) would not help
+            raise ConfigError(f"override {item}: not KEY=VALUE{suggest_key(item)}; allowed: KEY=VALUE such as backend=gloo, "
+                              "~KEY to remove a key, or the command's flags (--help)")
         try:
             parser.parse_override(item)
         except HydraException as exc:
