@@ -285,6 +285,8 @@ CASES = [
     conf("conf-tag-text-mismatch", GOOD + "seed: !!int abc\n", "malformed YAML (invalid literal for int()"),  # was: ValueError
     override("ovr-stray-word", "override bakend: not KEY=VALUE (did you mean backend?)", "bakend"),  # was: Hydra's
     # 'missing EQUAL at <EOF>' and "quote the value so it passes literally: bakend=''"
+    Case("submit-job-override-typo", ("submit", "--print", "--", "sweep", "bakend=gloo"),
+         "override bakend=gloo: unknown key 'bakend' (did you mean backend?)"),  # was: the script, failing in the queue
 ]
 
 

@@ -48,14 +48,19 @@ def cmd_submit(args: argparse.Namespace) -> int:
 
 def check_command_flags(command: list[str]) -> None:
     """The batch job's own flags are parsed here as the job would parse them: a mistyped flag is said now, not
-    after the job waited in the queue. Config content (conf=, overrides) is read inside the job, where it lives."""
+    after the job waited in the queue, and so are its overrides' syntax and key names. Config content (conf=, the
+    values) is read inside the job, where it lives."""
     from envmatrix.cli import COMMANDS, build_parser
     from envmatrix.errors import ConfigError
 
     if not command or command[0] not in COMMANDS or {"-h", "--help"} & set(command):
         return  # the verb is checked with the other batch options (launchers.submit.check)
-    _, extra = build_parser().parse_known_args(command)
+    parsed, extra = build_parser().parse_known_args(command)
     stray = [w for w in extra if w.startswith("-") or "=" not in w]
     if stray:
         raise ConfigError(f"envmatrix submit: {command[0]} does not take {' '.join(stray)}; allowed: the flags of "
                           f"envmatrix {command[0]} --help and key=value overrides")
+    if command[0] in ("sweep", "bench", "bisect", "search"):  # what the job's config cannot change: syntax, key names
+        from envmatrix.config.compose import check_overrides
+
+        check_overrides([*getattr(parsed, "overrides", []), *extra])

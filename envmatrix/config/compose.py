@@ -195,17 +195,8 @@ def compose_config(overrides: Sequence[str]) -> tuple[Any, Path]:
         key, _, text = item.lstrip("+").partition("=")
         if key in allowed and text:
             check_scalar_kind(f"override {item}", key, _override_value(item))
+    check_override_keys(rest)
     rest = [_open_mapping_override(o) for o in rest]
-    for item in rest:
-        top = item.lstrip("+~").split("=", 1)[0].split(".", 1)[0]
-        if "=" in item and top not in allowed and top not in ("probe", "hydra"):
-            raise ConfigError(f"override {item}: unknown key {top!r}{suggest_key(top)}; allowed: {', '.join(allowed)}")
-        if item.startswith("~") and item[1:].split("=", 1)[0] in allowed:
-            # every resolved config has each schema key (resolve reads them); removing one is a value of its own
-            key = item[1:].split("=", 1)[0]
-            inside = f", or remove a key inside it (~{key}.NAME)" if key in MAPPING_KEYS else ""
-            raise ConfigError(f"override {item}: removes the top-level key {key}, which every config has; allowed: give it "
-                              f"a value ({key}={_default_text(key)} is the default){inside}")
     store = ConfigStore.instance()
     store.store(name="envmatrix_schema", node=SweepSchema)
     store.store(group="conf", name="selected", node=content, package="_global_")
@@ -235,6 +226,31 @@ def compose_config(overrides: Sequence[str]) -> tuple[Any, Path]:
         raise ConfigError(_explain(exc, conf_file, rest)) from None
     OmegaConf.set_readonly(cfg, True)
     return cfg, conf_file
+
+
+def check_overrides(overrides: Sequence[str]) -> None:
+    """What can be said of overrides without reading a config: Hydra's syntax and the schema's top-level keys
+    (``envmatrix submit`` checks a batch job's overrides so, before the job waits in the queue)."""
+    _, rest = split_conf_override(overrides)
+    _check_override_syntax(rest)
+    check_override_keys(rest)
+
+
+def check_override_keys(overrides: Sequence[str]) -> None:
+    """Each override names a top-level key of the schema (with a did-you-mean), and ``~`` removes none of them."""
+    from envmatrix.config.schema import SweepSchema
+
+    allowed = list(SweepSchema.__dataclass_fields__)
+    for item in overrides:
+        top = item.lstrip("+~").split("=", 1)[0].split(".", 1)[0]
+        if "=" in item and top not in allowed and top not in ("probe", "hydra"):
+            raise ConfigError(f"override {item}: unknown key {top!r}{suggest_key(top)}; allowed: {', '.join(allowed)}")
+        if item.startswith("~") and item[1:].split("=", 1)[0] in allowed:
+            # every resolved config has each schema key (resolve reads them); removing one is a value of its own
+            key = item[1:].split("=", 1)[0]
+            inside = f", or remove a key inside it (~{key}.NAME)" if key in MAPPING_KEYS else ""
+            raise ConfigError(f"override {item}: removes the top-level key {key}, which every config has; allowed: give it "
+                              f"a value ({key}={_default_text(key)} is the default){inside}")
 
 
 def _check_override_syntax(overrides: Sequence[str]) -> None:
