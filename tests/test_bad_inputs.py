@@ -287,6 +287,8 @@ CASES = [
     # 'missing EQUAL at <EOF>' and "quote the value so it passes literally: bakend=''"
     Case("submit-job-override-typo", ("submit", "--print", "--", "sweep", "bakend=gloo"),
          "override bakend=gloo: unknown key 'bakend' (did you mean backend?)"),  # was: the script, failing in the queue
+    Case("report-corrupt-study", ("report", "{tmp}/r"), "cannot open sqlite:///",
+         {"r/study.sqlite": b"\x13\x37 not a study" * 50}),  # was: sqlalchemy's DatabaseError traceback, exit 1
 ]
 
 

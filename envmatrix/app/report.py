@@ -94,10 +94,11 @@ def load_search(study_path: str) -> Optional[SearchModel]:
     import optuna
 
     from envmatrix.search.export import study_meta
+    from envmatrix.search.study import make_storage
     from envmatrix.search.summary import importances
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    storage = f"sqlite:///{study_path}"
+    storage = make_storage(f"sqlite:///{study_path}")  # a corrupt file is one line, as export says it
     summaries = optuna.study.get_all_study_summaries(storage, include_best_trial=False)
     if not summaries:
         return None
