@@ -18,6 +18,20 @@ from pathlib import Path
 import pytest
 
 GOOD = "backend: gloo\ngrids: [1x2]\nsetups:\n  a: {NCCL_ALGO: Ring}\n"
+
+
+def _foreign_sqlite() -> bytes:
+    """An SQLite database of someone else's tables, where a store or study file is looked for."""
+    import sqlite3
+
+    db = sqlite3.connect(":memory:")
+    db.execute("CREATE TABLE foo (x)")
+    data = db.serialize()
+    db.close()
+    return data
+
+
+FOREIGN_DB = _foreign_sqlite()
 PWNED = "pwned"  # a shell metacharacter case that ran its payload would create this file
 
 
@@ -289,6 +303,14 @@ CASES = [
          "override bakend=gloo: unknown key 'bakend' (did you mean backend?)"),  # was: the script, failing in the queue
     Case("report-corrupt-study", ("report", "{tmp}/r"), "cannot open sqlite:///",
          {"r/study.sqlite": b"\x13\x37 not a study" * 50}),  # was: sqlalchemy's DatabaseError traceback, exit 1
+    # someone else's SQLite database where a store or study is looked for: envmatrix's or Optuna's tables were added to it,
+    # by report and diff (readers) too
+    Case("store-foreign-db-report", ("report", "{tmp}/r"), "corrupt store (an SQLite database without envmatrix's tables; "
+         "it holds foo)", {"r/results.sqlite": FOREIGN_DB}),
+    Case("store-foreign-db-sweep", ("sweep", "conf={file:c.yaml}", "--out", "{tmp}/r"), "without envmatrix's tables",
+         {"c.yaml": GOOD, "r/results.sqlite": FOREIGN_DB}),
+    Case("study-foreign-db-export", ("export", "--out", "{tmp}/r"), "without Optuna's tables (it holds foo)",
+         {"r/study.sqlite": FOREIGN_DB}),
 ]
 
 

@@ -56,7 +56,7 @@ def export(request: ExportRequest) -> ExportResult:
         if not os.path.isfile(path):
             raise ConfigError(f"export: --out {request.out}: no study.sqlite there; give the run directory of an envmatrix search")
         url = f"sqlite:///{path}"
-    storage = make_storage(url)
+    storage = make_storage(url, create=False)
     names = [s.study_name for s in optuna.study.get_all_study_summaries(storage, include_best_trial=False)]
     name = request.study_name
     if name is None:

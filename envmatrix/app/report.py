@@ -98,7 +98,7 @@ def load_search(study_path: str) -> Optional[SearchModel]:
     from envmatrix.search.summary import importances
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    storage = make_storage(f"sqlite:///{study_path}")  # a corrupt file is one line, as export says it
+    storage = make_storage(f"sqlite:///{study_path}", create=False)  # a corrupt file is one line, as export says it
     summaries = optuna.study.get_all_study_summaries(storage, include_best_trial=False)
     if not summaries:
         return None

@@ -188,9 +188,18 @@ for _name, _factory in (("structured", _structured), ("scale", _scale), ("tpe", 
 SAMPLERS = _SAMPLERS.names()
 
 
-def make_storage(url: str) -> Any:
+def make_storage(url: str, create: bool = True) -> Any:
+    """An SQLite file holding other tables is refused before Optuna adds its own; ``create=False`` (export and
+    report, which read) refuses an empty one too."""
     import optuna
 
+    tables = values.sqlite_tables(url[len("sqlite:///"):]) if url.startswith("sqlite:///") else None
+    if tables and "studies" not in tables:  # someone else's database: Optuna's tables are not added to it
+        raise ConfigError(f"search.storage: {redact(url)} is an SQLite database without Optuna's tables (it holds "
+                          f"{', '.join(sorted(tables)[:5])}); allowed: a study database of envmatrix search, or a new file")
+    if not create and url.startswith("sqlite:///") and not tables:
+        raise ConfigError(f"search.storage: {redact(url)} holds no Optuna study; allowed: the study.sqlite of an "
+                          "envmatrix search")
     kwargs = {"connect_args": {"timeout": 60}} if url.startswith("sqlite") else {"pool_pre_ping": True}
     for attempt in range(6):
         try:

@@ -8,6 +8,7 @@ import sqlite3
 import time
 from typing import Any, Iterable, Optional
 
+from envmatrix import values
 from envmatrix.errors import ConfigError
 from envmatrix.results import ProbeResult
 from envmatrix.store.base import ResultStore, register_scheme
@@ -70,6 +71,9 @@ def check_not_corrupt(path: str) -> None:
         raise ConfigError(f"{path}: cannot read the store ({exc.strerror}); fix its permissions or pass another --out") from None
     if head and head != SQLITE_MAGIC:
         raise corrupt(path, "not an SQLite database")
+    tables = values.sqlite_tables(path)
+    if tables and not tables & {"sweeps", "results", "metrics"}:  # someone else's database: ours are not added to it
+        raise corrupt(path, f"an SQLite database without envmatrix's tables; it holds {', '.join(sorted(tables)[:5])}")
 
 
 @register_scheme("sqlite")
