@@ -240,25 +240,6 @@ def index(key: str, value: Any, items: Sequence[Any], what: str) -> int:
     return integer(key, value, 0, len(items) - 1)
 
 
-def sqlite_tables(path: str) -> Optional[frozenset[str]]:
-    """The tables of an existing SQLite file, read without writing a byte (read-only and immutable: no WAL switch, no
-    -wal/-shm files); None when the file is absent, empty or unreadable as SQLite. A store checks by it that a
-    database holds its tables before adding them to someone else's file."""
-    import pathlib
-    import sqlite3
-
-    if not os.path.isfile(path) or os.path.getsize(path) == 0:
-        return None
-    try:
-        db = sqlite3.connect(pathlib.Path(path).absolute().as_uri() + "?mode=ro&immutable=1", uri=True)
-        try:
-            return frozenset(row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'"))
-        finally:
-            db.close()
-    except sqlite3.Error:
-        return None
-
-
 _MAX_DEPTH = 32  # configs nest about 5 deep; OmegaConf runs out of Python's stack near 100
 
 

@@ -193,7 +193,9 @@ def make_storage(url: str, create: bool = True) -> Any:
     report, which read) refuses an empty one too."""
     import optuna
 
-    tables = values.sqlite_tables(url[len("sqlite:///"):]) if url.startswith("sqlite:///") else None
+    from envmatrix.store.sqlite import sqlite_tables
+
+    tables = sqlite_tables(url[len("sqlite:///"):]) if url.startswith("sqlite:///") else None
     if tables and "studies" not in tables:  # someone else's database: Optuna's tables are not added to it
         raise ConfigError(f"search.storage: {redact(url)} is an SQLite database without Optuna's tables (it holds "
                           f"{', '.join(sorted(tables)[:5])}); allowed: a study database of envmatrix search, or a new file")

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import pathlib
 import sqlite3
 import time
 from typing import Any, Iterable, Optional
 
-from envmatrix import values
 from envmatrix.errors import ConfigError
 from envmatrix.results import ProbeResult
 from envmatrix.store.base import ResultStore, register_scheme
@@ -54,6 +54,22 @@ CREATE TABLE IF NOT EXISTS metrics (
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
+def sqlite_tables(path: str) -> Optional[frozenset[str]]:
+    """The tables of an existing SQLite file, read without writing a byte (read-only and immutable: no WAL switch, no
+    -wal/-shm files); None when the file is absent, empty or unreadable as SQLite. A store checks by it that a
+    database holds its tables before adding them to someone else's file."""
+    if not os.path.isfile(path) or os.path.getsize(path) == 0:
+        return None
+    try:
+        db = sqlite3.connect(pathlib.Path(path).absolute().as_uri() + "?mode=ro&immutable=1", uri=True)
+        try:
+            return frozenset(row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'"))
+        finally:
+            db.close()
+    except sqlite3.Error:
+        return None
+
+
 def corrupt(path: str, why: str) -> ConfigError:
     return ConfigError(f"{path}: corrupt store ({why}); left untouched: move it away or pass another --out")
 
@@ -71,7 +87,7 @@ def check_not_corrupt(path: str) -> None:
         raise ConfigError(f"{path}: cannot read the store ({exc.strerror}); fix its permissions or pass another --out") from None
     if head and head != SQLITE_MAGIC:
         raise corrupt(path, "not an SQLite database")
-    tables = values.sqlite_tables(path)
+    tables = sqlite_tables(path)
     if tables and not tables & {"sweeps", "results", "metrics"}:  # someone else's database: ours are not added to it
         raise corrupt(path, f"an SQLite database without envmatrix's tables; it holds {', '.join(sorted(tables)[:5])}")
 
