@@ -166,14 +166,28 @@ def path(key: str, value: Any, kind: str = "any") -> str:
     return value
 
 
-def output_file(key: str, value: Any) -> str:
+# What each kind of output file starts with: an existing file is written over only when it is one of its kind
+_OUTPUT_KINDS = {"html": ("an HTML", (b"<!DOCTYPE html", b"<html")), "junit": ("a JUnit XML", (b"<?xml",)),
+                 "json": ("a JSON", (b"[", b"{")), "script": ("a batch script", (b"#!",))}
+
+
+def output_file(key: str, value: Any, kind: Optional[str] = None) -> str:
     """A file a command will write at its end: checked before anything runs, so a bad path costs no probes.
-    Missing folders on the way are fine (the writer makes them); a directory, or a file on the way, is not."""
+    Missing folders on the way are fine (the writer makes them); a directory, or a file on the way, is not.
+    ``kind`` (html, junit, json, script): an existing file is replaced only when it is one of that kind, so
+    ``report -o RUN/results.sqlite`` or ``submit --script my.yaml`` cannot write over a store or a config."""
     allowed = "a file path whose folders are directories (they are made when missing)"
     if not isinstance(value, str) or not value.strip() or "\x00" in value:
         raise _fail(key, value, "is not a path", allowed)
     if os.path.isdir(value):
         raise _fail(key, value, "is a directory", allowed)
+    if kind is not None and os.path.isfile(value) and os.path.getsize(value) > 0:
+        with open(value, "rb") as fh:
+            head = fh.read(64).lstrip()
+        label, starts = _OUTPUT_KINDS[kind]
+        if not head.startswith(starts):
+            raise _fail(key, value, f"already holds a file that is not {label} file (it starts {head[:16]!r})",
+                        f"a new path, or {label} file to replace")
     parent = os.path.dirname(os.path.abspath(value))
     while not os.path.exists(parent):
         parent = os.path.dirname(parent)

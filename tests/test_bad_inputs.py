@@ -311,6 +311,14 @@ CASES = [
          {"c.yaml": GOOD, "r/results.sqlite": FOREIGN_DB}),
     Case("study-foreign-db-export", ("export", "--out", "{tmp}/r"), "without Optuna's tables (it holds foo)",
          {"r/study.sqlite": FOREIGN_DB}),
+    # an output path naming an input: report -o RUN/results.sqlite wrote HTML over the store, submit --script over a config
+    Case("report-output-over-store", ("report", "{out}", "-o", "{out}/results.sqlite"),
+         "already holds a file that is not an HTML file (it starts b'SQLite format 3"),
+    override("sweep-junit-over-config", "already holds a file that is not a JUnit XML file", "--junit", "{file:c.yaml}"),
+    envfile("bisect-json-over-env-file", "export NCCL_ALGO=Ring\n", "already holds a file that is not a JSON file",
+            "--json", "{file:e.env}"),
+    Case("submit-script-over-config", ("submit", "--script", "{file:c.yaml}", "--", "sweep"),
+         "already holds a file that is not a batch script file", {"c.yaml": GOOD}),
 ]
 
 

@@ -111,9 +111,9 @@ def check_request(request: BisectRequest) -> BisectInput:
     if request.setup is not None and not (request.failing or request.hosts):
         raise ConfigError(f"--setup {request.setup}: only with --failing GRID or --hosts FILE; allowed: drop --setup "
                           "(--env-file bisects the file's env, --versions the builds)")
-    for flag, path in (("--json", request.json), ("--junit", request.junit)):
+    for flag, path, kind in (("--json", request.json, "json"), ("--junit", request.junit, "junit")):
         if path is not None:
-            values.output_file(flag, path)
+            values.output_file(flag, path, kind)
     overrides = list(request.overrides)
     grid = request.failing or request.grid
     if grid:  # named by its flag, before it becomes grids=[...] (where '1x2,2x2' would read as two grids)

@@ -155,7 +155,7 @@ def write_html_report(run_dir: str, path: Optional[str] = None, title: Optional[
     from envmatrix.reporting.html import REPORT_NAME, render_html
 
     if path is not None:  # report -o: checked before the run is read, so a bad path leaves nothing behind
-        values.output_file("-o/--output", path)
+        values.output_file("-o/--output", path, "html")
     html = render_html(load_run(run_dir, results), title)
     path = path or os.path.join(run_dir, REPORT_NAME)
     em_paths.make_parent(path)

@@ -76,7 +76,7 @@ def submit(request: SubmitRequest) -> SubmitResult:
         return SubmitResult(text)
     path = request.script
     if path is not None:
-        values.output_file("--script", path)
+        values.output_file("--script", path, "script")
         em_paths.make_parent(path)
     if path is None:
         fd, path = tempfile.mkstemp(prefix="envmatrix-", suffix=".sh", dir=os.getcwd())

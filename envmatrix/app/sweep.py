@@ -92,7 +92,7 @@ def sweep(request: SweepRequest, listener: Optional[Listener] = None,
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     if request.junit is not None:
-        values.output_file("--junit", request.junit)
+        values.output_file("--junit", request.junit, "junit")
     # where results would go is checked first: those errors name the file, and nothing is created before them
     run_dir = em_paths.run_dir(request.out, inp.name, create=False)
     check_not_corrupt(os.path.join(run_dir, em_paths.STORE_FILE))

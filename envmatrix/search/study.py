@@ -199,7 +199,10 @@ def make_storage(url: str, create: bool = True) -> Any:
     if tables and "studies" not in tables:  # someone else's database: Optuna's tables are not added to it
         raise ConfigError(f"search.storage: {redact(url)} is an SQLite database without Optuna's tables (it holds "
                           f"{', '.join(sorted(tables)[:5])}); allowed: a study database of envmatrix search, or a new file")
-    if not create and url.startswith("sqlite:///") and not tables:
+    # an empty file or database would get Optuna's tables; bytes that are no SQLite make Optuna fail before writing
+    empty = url.startswith("sqlite:///") and (tables == frozenset() or os.path.isfile(url[len("sqlite:///"):])
+                                               and os.path.getsize(url[len("sqlite:///"):]) == 0)
+    if not create and empty:
         raise ConfigError(f"search.storage: {redact(url)} holds no Optuna study; allowed: the study.sqlite of an "
                           "envmatrix search")
     kwargs = {"connect_args": {"timeout": 60}} if url.startswith("sqlite") else {"pool_pre_ping": True}

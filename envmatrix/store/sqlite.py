@@ -71,7 +71,8 @@ def sqlite_tables(path: str) -> Optional[frozenset[str]]:
 
 
 def corrupt(path: str, why: str) -> ConfigError:
-    return ConfigError(f"{path}: corrupt store ({why}); left untouched: move it away or pass another --out")
+    # readers (report, diff) take no --out: the advice names what every command can do
+    return ConfigError(f"{path}: corrupt store ({why}); left untouched: move it away or use another run directory")
 
 
 def check_not_corrupt(path: str) -> None:
