@@ -50,8 +50,11 @@ def integer(key: str, value: Any, minimum: Optional[int] = None, maximum: Option
 def number(key: str, value: Any, minimum: Optional[float] = None, above: Optional[float] = None,
            maximum: Optional[float] = None) -> float:
     """A finite number >= minimum, > above, <= maximum (each bound optional)."""
-    allowed = "a number" + "".join(f" {op} {bound:g}" for op, bound in ((">=", minimum), (">", above), ("<=", maximum))
-                                   if bound is not None)
+    if minimum is not None and maximum is not None and above is None:
+        allowed = f"a number from {minimum:g} to {maximum:g}"
+    else:
+        allowed = "a number" + "".join(f" {op} {bound:g}" for op, bound in ((">=", minimum), (">", above), ("<=", maximum))
+                                       if bound is not None)
     if isinstance(value, bool):
         raise _fail(key, value, "is not a number", allowed)
     try:

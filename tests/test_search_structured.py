@@ -161,8 +161,12 @@ def test_confirm_settings_are_checked_and_structured_is_the_default():
     s = parse_settings({}, "c.yaml: search", "n", 0)
     assert (s.sampler, s.confirm_top_k, s.confirm_repeats, s.confirm_max_repeats) == ("structured", 3, 3, 6)
     assert parse_settings({"confirm_repeats": 8}, "w", "n", 0).confirm_max_repeats == 8  # never fewer than the first rounds
-    with pytest.raises(ConfigError, match=r"c.yaml: search.confirm_top_k: -1 not allowed; allowed: an integer >= 0"):
+    with pytest.raises(ConfigError, match=r"c.yaml: search.confirm_top_k: -1 is out of range; allowed: an integer >= 0"):
         parse_settings({"confirm_top_k": -1}, "c.yaml: search", "n", 0)
+    with pytest.raises(ConfigError, match=r"search.confirm_max_repeats: 2 is below confirm_repeats \(4\); allowed: an integer >= confirm_repeats"):
+        parse_settings({"confirm_repeats": 4, "confirm_max_repeats": 2}, "c.yaml: search", "n", 0)
+    with pytest.raises(ConfigError, match=r"search.max_failure_rate: 1.5 is out of range; allowed: a number from 0 to 1"):
+        parse_settings({"max_failure_rate": 1.5}, "c.yaml: search", "n", 0)
     with pytest.raises(ValueError, match="needs the SearchSpace"):
         make_sampler("structured", 0)
 

@@ -21,7 +21,6 @@ trial reuses that trial's verdict (``cached_from``) instead of probing again.
 from __future__ import annotations
 
 import logging
-import math
 import os
 import socket
 import threading
@@ -78,41 +77,42 @@ def parse_settings(search: Mapping[str, Any], where: str, default_name: str, def
         raise ConfigError(f"{where}: unknown key {unknown[0]!r}{did_you_mean(unknown[0], SEARCH_DEFAULTS)}; allowed: {', '.join(SEARCH_DEFAULTS)}")
     s = {**SEARCH_DEFAULTS, **{k: v for k, v in search.items() if v is not None}}
 
-    def number(key: str, kind: type, low: float, inclusive: bool = True) -> Any:
-        value = s[key]
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and (value >= low if inclusive else value > low)
-        if not ok or (kind is int and (not math.isfinite(value) or int(value) != value)):
-            raise ConfigError(f"{where}.{key}: {value!r} not allowed; allowed: {'an integer' if kind is int else 'a number'} {'>=' if inclusive else '>'} {low}")
-        return kind(value)
+    def integer(key: str, low: int) -> int:
+        return values.integer(f"{where}.{key}", s[key], low)
+
+    def positive(key: str) -> float:
+        return values.number(f"{where}.{key}", s[key], above=0)
 
     sampler = str(s["sampler"]).lower()
     _SAMPLERS.get(sampler, f"{where}.sampler")  # refuse an unknown sampler while parsing the config
-    rate = number("max_failure_rate", float, 0.0)
+    rate = values.number(f"{where}.max_failure_rate", s["max_failure_rate"], minimum=0, maximum=1)
     for key in ("allow_shared_gpu_figures", "baseline"):
         if not isinstance(s[key], bool):
             raise ConfigError(f"{where}.{key}: {s[key]!r} not allowed; allowed: true, false")
-    if rate > 1:
-        raise ConfigError(f"{where}.max_failure_rate: {rate!r} not allowed; allowed: a fraction in [0, 1]")
+    repeats = integer("confirm_repeats", 1)
+    if search.get("confirm_max_repeats") is not None and integer("confirm_max_repeats", 1) < repeats:
+        raise ConfigError(f"{where}.confirm_max_repeats: {s['confirm_max_repeats']!r} is below confirm_repeats ({repeats}); "
+                          f"allowed: an integer >= confirm_repeats, or leave it out")
     if s["storage"] is not None and not str(s["storage"]).strip():
         raise ConfigError(f"{where}.storage: {s['storage']!r} is empty; allowed: an Optuna storage URL (sqlite:///study.db, "
                           "postgresql://host/db), or null for the run directory's study.sqlite")
     return SearchSettings(
-        trials=number("trials", int, 1),
+        trials=integer("trials", 1),
         sampler=sampler,
-        seed=default_seed if s["seed"] is None else values.seed(f"{where}.seed", number("seed", int, 0)),
+        seed=default_seed if s["seed"] is None else values.seed(f"{where}.seed", s["seed"]),
         storage=None if s["storage"] is None else str(s["storage"]),
         study_name=check_name(default_name if s["study_name"] is None else s["study_name"], f"{where}.study_name"),
         max_failure_rate=rate,
-        heartbeat_interval_s=number("heartbeat_interval_s", float, 0, inclusive=False),
-        heartbeat_grace_s=number("heartbeat_grace_s", float, 0, inclusive=False),
-        top_k=number("top_k", int, 1),
+        heartbeat_interval_s=positive("heartbeat_interval_s"),
+        heartbeat_grace_s=positive("heartbeat_grace_s"),
+        top_k=integer("top_k", 1),
         baseline=bool(s["baseline"]),
-        max_forbidden_streak=number("max_forbidden_streak", int, 1),
-        confirm_top_k=number("confirm_top_k", int, 0),
-        confirm_repeats=number("confirm_repeats", int, 1),
-        confirm_max_repeats=max(number("confirm_max_repeats", int, 1), number("confirm_repeats", int, 1)),
+        max_forbidden_streak=integer("max_forbidden_streak", 1),
+        confirm_top_k=integer("confirm_top_k", 0),
+        confirm_repeats=repeats,
+        confirm_max_repeats=max(integer("confirm_max_repeats", 1), repeats),
         allow_shared_gpu_figures=s["allow_shared_gpu_figures"],
-        budget_s=None if s["budget_s"] is None else number("budget_s", float, 0, inclusive=False),
+        budget_s=None if s["budget_s"] is None else positive("budget_s"),
     )
 
 
