@@ -72,11 +72,16 @@ probe: {timeout_s: 30, collectives: [allreduce]}
 """)
     out = tmp_path / "o"
     assert cli.run("sweep", f"conf={conf}", "--out", str(out), "--allow-unknown-vars").returncode == 0
-    for grid in ("1x1", "2x2"):  # swept and passing; never swept
-        done = cli.run("bisect", f"conf={conf}", "--failing", grid, "--out", str(out), "--allow-unknown-vars")
-        assert done.returncode == 0, done.stdout + done.stderr
-        assert f"nothing to bisect: no failing runs for {grid} in {out}/results.sqlite" in done.stdout
-    assert "never ran 2x2" in done.stdout
+    done = cli.run("bisect", f"conf={conf}", "--failing", "1x1", "--out", str(out), "--allow-unknown-vars")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"nothing to bisect: no failing runs for 1x1 in {out}/results.sqlite" in done.stdout
+    # a grid the sweep never ran is no "all passed": bad input, and the run directory stays as it was
+    before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
+    done = cli.run("bisect", f"conf={conf}", "--failing", "2x2", "--out", str(out), "--allow-unknown-vars")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "--failing 2x2: the last sweep in" in done.stderr and "never ran 2x2; allowed: a grid it ran (1x1)" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before
 
 
 def test_stored_failing_env_names_the_original_failure_and_leads_the_trail():

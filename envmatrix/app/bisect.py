@@ -178,7 +178,7 @@ def bisect_envs(request: BisectRequest, given: BisectInput, events: BisectEvents
         targets = early or failing_targets(request, run_dir, store)
         if not targets:
             return EnvBisectResult([], None, EXIT_OK, f"nothing to bisect: no failing runs for {grid_label(request)} "
-                                   f"in {os.path.join(run_dir, em_paths.STORE_FILE)}" + _where(request, store))
+                                   f"in {os.path.join(run_dir, em_paths.STORE_FILE)} (last sweep {store.sweeps()[-1]['id']})")
         for name, grid, atoms in targets:
             if not early:
                 check_grids_fit([grid], inp.backend, len(gpus), max_local_ranks, launcher)
@@ -241,7 +241,12 @@ def failing_targets(request: BisectRequest, run_dir: str, store: Any) -> list[tu
     sweeps = store.sweeps()
     if not sweeps:
         raise ConfigError(f"--failing {request.failing}: the store in {run_dir} holds no sweep; run `envmatrix sweep` first or pass --out")
-    results = [r for r in store.latest(sweep_id=sweeps[-1]["id"]) if r.grid == grid.label and not r.passed]
+    latest = store.latest(sweep_id=sweeps[-1]["id"])
+    swept = sorted({r.grid for r in latest})
+    if grid.label not in swept:  # not "nothing failed": nothing ran there, which no exit of 0 may claim
+        raise ConfigError(f"--failing {request.failing}: the last sweep in {run_dir} ({sweeps[-1]['id']}) never ran "
+                          f"{grid.label}; allowed: a grid it ran ({', '.join(swept) or 'none'}), or sweep {grid.label} first")
+    results = [r for r in latest if r.grid == grid.label and not r.passed]
     if request.setup is not None and results:
         names = [r.setup_name for r in results]
         results = [r for r in results if r.setup_name == request.setup]
@@ -254,13 +259,6 @@ def grid_label(request: BisectRequest) -> str:
     from envmatrix.planning.grid import parse_grid
 
     return parse_grid(request.failing, "--failing").label
-
-
-def _where(request: BisectRequest, store: Any) -> str:
-    """Which sweep was read, and whether it ran the grid at all."""
-    sweep = store.sweeps()[-1]["id"]
-    swept = any(r.grid == grid_label(request) for r in store.latest(sweep_id=sweep))
-    return f" (last sweep {sweep}" + ("" if swept else f" never ran {grid_label(request)}") + ")"
 
 
 def check_backend(inp: Any, request: BisectRequest, atoms: list, warn: Callable[[str], None]) -> None:
