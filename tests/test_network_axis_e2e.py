@@ -191,6 +191,11 @@ def test_kill_9_of_the_driver_leaves_shaping_the_next_command_removes(cli, ns_cl
 
     from envmatrix.network.unrecorded import installed_anywhere
 
+    from envmatrix.network import state
+
+    # its own state root: the default one is every command's, and another test's command (xdist) run in the 3 s
+    # below would remove what the kill left, and print a line that test does not expect (CI run 61)
+    cli.env[state.STATE_ENV] = str(tmp_path / "state")
     cluster = ns_cluster(2)
     out = tmp_path / "killed"
     proc = cli.popen("bench", _conf(tmp_path, cluster), "network_options.interface=eth0", "--grid", "2x1", "-c", "p2p",
