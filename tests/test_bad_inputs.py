@@ -89,6 +89,7 @@ CASES = [
     conf("conf-grid-too-large", GOOD.replace("[1x2]", "[64x64]"), "64x64"),
     conf("conf-launcher-typo", GOOD + "launcher: mpirn\n", "did you mean mpirun?"),
     conf("conf-launcher-opts-level", GOOD + "launcher_opts: {hosts: [n1]}\n", "launcher_opts.<launcher>.hosts"),
+    conf("conf-hosts-with-local-launcher", GOOD + "hosts: [n1, n2]\n", "launcher 'local' starts every rank on this machine"),
     conf("conf-no-setups", "backend: gloo\ngrids: [1x2]\n", "no setups"),
     conf("conf-value-shell-meta", GOOD.replace("Ring", "'Ring; touch pwned'"), "Ring; touch pwned"),
     conf("conf-value-backticks", GOOD.replace("Ring", "'`touch pwned`'"), "`touch pwned`"),

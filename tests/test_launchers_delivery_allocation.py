@@ -93,7 +93,7 @@ SLURM_2 = {"SLURM_JOB_ID": "9", "SLURM_JOB_NODELIST": "n[1-2]", "SLURM_JOB_NUM_N
 
 
 @pytest.mark.parametrize("name,opts,hosts,env,node_hosts", [
-    ("local", {}, ("a", "b"), NO_JOB, ()),  # the local launcher runs every rank here whatever hosts say
+    ("local", {}, (), NO_JOB, ()),  # the local launcher runs every rank here (hosts given to it: refused, below)
     ("mpirun", {}, (), NO_JOB, ()),
     ("mpirun", {}, ("a",), NO_JOB, ()),  # one host: nodes emulated there
     ("mpirun", {}, ("a", "b"), NO_JOB, ("a", "b")),
@@ -107,6 +107,14 @@ def test_node_hosts_say_where_the_nodes_run(name, opts, hosts, env, node_hosts):
     from envmatrix.launchers import configure_launcher
 
     assert configure_launcher(name, opts, hosts, environ=env).node_hosts(env) == node_hosts
+
+
+def test_hosts_given_to_the_local_launcher_are_refused_not_ignored():
+    from envmatrix.errors import ConfigError
+    from envmatrix.launchers import configure_launcher
+
+    with pytest.raises(ConfigError, match=r"hosts: a, b: launcher 'local' starts every rank on this machine and reads no hosts"):
+        configure_launcher("local", {}, ("a", "b"), environ=NO_JOB)
 
 
 def test_allocation_checks_grids_known_after_configuring():

@@ -33,6 +33,10 @@ def configure_launcher(
 
     cls = type(get_launcher(name))
     if not issubclass(cls, ShimLauncher):
+        if hosts:  # every rank of such a launcher starts on this machine: the hosts would be ignored without a word
+            raise ConfigError(f"hosts: {', '.join(hosts)}: launcher {name!r} starts every rank on this machine and reads "
+                              "no hosts; allowed: launcher=mpirun, mpiexec, srun or torchrun with hosts, or no hosts "
+                              "(--emulate-hosts emulates several hosts here)")
         if getattr(cls, "option_defaults", None) is not None:
             return cls(options=dict(options or {}))  # type: ignore[call-arg]  (the local launcher's emulate_hosts)
         if options:
