@@ -119,17 +119,20 @@ def launcher_shaper(session: Any, interface: str, allow_default_route: bool = Fa
             thread.join(ready_timeout_s)
             proofs = sorted(hold_dir.glob("*.proof.json"))
             texts = []
+            unrestored = set()  # a proof whose undo did not finish: its state entry stays for the reap below
             for path in proofs:
                 data = json.loads(path.read_text())
                 texts.append(f"## host {data['host']}\n{data['text']}")
                 record.sent_bytes.update({k: int(v) for k, v in data["sent_bytes"].items()})
                 record.links += [f"{data['host']}:{lp['link']}" for lp in data["proof"]["links"]]
                 restored = all(lp.get("restored") for lp in data["proof"]["links"])
+                if not restored:
+                    unrestored.add(path.name.split(".")[0])
                 record.restored = restored if record.restored is None else (record.restored and restored)
-            # Started, not refused, and no proof: ended before their undo (on Ctrl-C the launcher's processes go by
-            # SIGKILL), perhaps while still installing, before .ready.
+            # Started, not refused, and no proof (or a proof of an unfinished undo): ended before their undo (on
+            # Ctrl-C the launcher's processes go by SIGKILL), perhaps while still installing, before .ready.
             killed = sorted({p.name.split(".")[0] for p in [*hold_dir.glob("*.started"), *hold_dir.glob("*.ready")]}
-                            - {p.name.split(".")[0] for p in [*proofs, *hold_dir.glob("*.refused")]})
+                            - {p.name.split(".")[0] for p in [*proofs, *hold_dir.glob("*.refused")]} | unrestored)
             if killed:
                 thread.join(ready_timeout_s)  # the launcher's kill and reaping done: no hold installs after the undo
                 texts.append(f"## holds ended before their undo: {', '.join(killed)}\n" + _undo_killed(killed))
