@@ -19,8 +19,9 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Mapping, Optional, Sequence
 
-from envmatrix.bench.aggregate import headline_rows
 from envmatrix import values
+from envmatrix.bench.aggregate import headline_rows
+from envmatrix.bench.formulas import COLLECTIVES
 from envmatrix.bench.sizes import format_size, parse_size
 from envmatrix.errors import ConfigError, did_you_mean
 
@@ -130,9 +131,6 @@ def parse_objectives(raw: Any, where: str, grids: Sequence[str]) -> tuple[Object
     return objectives
 
 
-# Collectives whose rows record count x type size, at most the size asked for (nccl-tests rounds counts down)
-_SIZED_AS_ASKED = ("allreduce", "allgather", "reduce_scatter", "alltoall", "broadcast", "reduce", "sendrecv")
-
 
 def check_measured(objectives: Sequence[Objective], bench: Any, where: str) -> None:
     """An objective term the probe's bench never measures is refused before any trial: each trial would fail with
@@ -148,7 +146,9 @@ def check_measured(objectives: Sequence[Objective], bench: Any, where: str) -> N
                 raise ConfigError(f"{here}.collective: {collective!r} is not measured by probe.bench; allowed: "
                                   f"{', '.join(measured)} (or add it to probe.bench.collectives)")
             for size in objective.sizes:
-                if size is not None and size > largest and collective in _SIZED_AS_ASKED:
+                # nccl-tests' collectives record count x type size, at most the size asked for; the patterns' rows
+                # record other sizes (messages x size, both directions together)
+                if size is not None and size > largest and collective in COLLECTIVES:
                     raise ConfigError(f"{here}.size: {format_size(size)} is larger than probe.bench measures "
                                       f"({format_size(largest)}); allowed: max or a size up to probe.bench.max_bytes")
 
