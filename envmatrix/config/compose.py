@@ -8,6 +8,7 @@ typed schema rejects values such as ``max_local_ranks=abc``.
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -56,6 +57,7 @@ def read_utf8(path: Path, label: str, what: str = "it") -> str:
         raise ConfigError(f"{label}: cannot read ({exc.strerror})") from None
 
 
+@functools.lru_cache(maxsize=1)  # one loader class for every file a command reads
 def _config_loader() -> Any:
     """The catalogs' loader (duplicate keys refused) with Hydra's booleans (only true/false) and plain decimal
     integers. YAML 1.1 also reads on/off/yes/no as booleans and 0x100, 010 (octal), 1_000 and 1:30 (base 60) as
