@@ -11,6 +11,7 @@ Parts: plan -> argv/env (pure, golden files), rank identity, env delivery (real 
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -308,6 +309,7 @@ class LauncherContract:
 TRAITS: dict[str, dict[str, Any]] = {
     "local": {},
     "torchrun": {
+        "slow_start": True,  # its elastic agent takes seconds to start: each live run is over the fast lane's 4 s
         # torchrun exits 1 whatever its workers returned; each worker's exit code and signal come from its
         # ChildFailedError report (launchers.rank_exits), so they are kept all the same
         "identity_env": {"RANK": "3", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2", "GROUP_RANK": "1"},
@@ -331,6 +333,23 @@ TRAITS: dict[str, dict[str, Any]] = {
 }
 
 
+LIVE_TESTS = ("test_env_delivered_to_every_rank", "test_argv_and_env_reach_the_rank_without_a_shell",
+              "test_timeout_kills_every_rank", "test_exit_code_mapping")
+
+
+def _marked_slow(test: Any) -> Any:
+    """``test`` marked slow for one launcher's class only: the base class's function is shared by every launcher."""
+    @functools.wraps(test)
+    def run(self: Any, *args: Any, **kwargs: Any) -> Any:
+        return test(self, *args, **kwargs)
+
+    return pytest.mark.slow(run)
+
+
 def contract_class(name: str) -> type:
     """The contract test class for launcher ``name`` (KeyError: add the launcher to TRAITS)."""
-    return type(f"Test{name.title()}Contract", (LauncherContract,), {"launcher_name": name, **TRAITS[name]})
+    traits = dict(TRAITS[name])
+    body: dict[str, Any] = {"launcher_name": name, **traits}
+    if traits.pop("slow_start", False):
+        body.update({test: _marked_slow(getattr(LauncherContract, test)) for test in LIVE_TESTS})
+    return type(f"Test{name.title()}Contract", (LauncherContract,), body)

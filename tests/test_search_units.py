@@ -107,6 +107,30 @@ def test_loop_never_evaluates_forbidden_and_aborts_past_failure_rate():
     assert len(fails) == 3 and all(t.user_attrs["failure_class"] == "init_error" and t.user_attrs["root_cause"] == "NCCL WARN boom" for t in fails)
 
 
+def test_a_trial_asked_after_another_worker_filled_the_budget_launches_nothing(monkeypatch):
+    """Workers count, then ask: a peer whose trial lands between this worker's count and its ask fills the budget,
+    and this worker's trial is surplus (PRUNED before sampling) instead of an eleventh of ten."""
+    import envmatrix.search.study as study_mod
+
+    s, real_ask, asked = space(), study_mod.ask_owned, []
+    study = new_study(s)
+    peer = {"worker_host": "peer", "worker_pid": 1, "worker_started": "1", "heartbeat": time.time()}
+
+    def ask_after_a_peer(study_, owner):
+        asked.append(owner)
+        if len(asked) == 4:  # this worker counted 3 of 4; the peer asks first
+            real_ask(study_, peer)
+        return real_ask(study_, owner)
+
+    monkeypatch.setattr(study_mod, "ask_owned", ask_after_a_peer)
+    stats = run_search(study, s, [None], lambda n, setup: EvalOutcome([1.0]), settings(trials=4))
+    assert stats.told == 3 and "holds 4 trials" in stats.stop_reason, stats
+    (surplus,) = study.get_trials(states=(TrialState.PRUNED,))
+    assert surplus.user_attrs["surplus"] and not surplus.params and surplus.number == 4
+    running = study.get_trials(states=(TrialState.RUNNING,))
+    assert [t.user_attrs["worker_host"] for t in running] == ["peer"]
+
+
 def test_recover_stale_fails_and_reenqueues_once():
     s = space()
     study = new_study(s)

@@ -14,7 +14,8 @@ worker to fail a trial wins (storages refuse to finish a finished trial), so
 the params are re-enqueued once.
 
 A forbidden sample launches nothing: it is told PRUNED with ``forbidden=True``
-and does not count against ``trials``. A sample equal to an earlier finished
+and does not count against ``trials``; nor does a trial a worker asked for after
+the budget filled (``surplus=True``, PRUNED before sampling). A sample equal to an earlier finished
 trial reuses that trial's verdict (``cached_from``) instead of probing again.
 """
 
@@ -372,6 +373,14 @@ def counts_toward_budget(t: Any) -> bool:
     return not t.user_attrs.get("forbidden") and t.user_attrs.get("failure_class") != WORKER_LOST
 
 
+def is_surplus(study: Any, number: int, trials: int) -> bool:
+    """Whether trial ``number`` came over the budget: ``trials`` trials that count were asked before it. Workers
+    count, then ask; two that counted one short of the budget both ask, and the later-numbered trial (the storage
+    numbers them in one order for every worker) launches nothing."""
+    earlier = [t for t in study.get_trials(deepcopy=False) if t.number < number and counts_toward_budget(t)]
+    return len(earlier) >= trials
+
+
 def _verdicts(study: Any, space: SearchSpace) -> dict[tuple, Any]:
     """Row -> an earlier finished trial with those params (the first one)."""
     from optuna.trial import TrialState
@@ -438,6 +447,10 @@ def run_search(
             stats.stop_reason = f"every allowed combination ({allowed}) has been tried"
             break
         trial = ask_owned(study, {**worker.attrs(), "heartbeat": time.time()})
+        if is_surplus(study, trial.number, settings.trials):
+            trial.set_user_attr("surplus", True)
+            study.tell(trial, state=TrialState.PRUNED)
+            continue
         row = space.suggest(trial)
         setup = space.setup(row)
         trial.set_user_attr("setup", setup.name)
