@@ -42,6 +42,21 @@ def test_output_into_a_closed_pipe_ends_quietly(cli):
     assert err == "" and proc.returncode == 141  # 128 + SIGPIPE, as a shell reports a writer killed by it
 
 
+def test_rich_tables_into_a_closed_pipe_end_quietly_with_141_too(cli, tmp_path):
+    # rich's console answers a broken pipe with SystemExit(1) of its own; `envmatrix sweep ... | head` must still
+    # say 141, as every writer does (README's exit codes)
+    from conftest import write_conf
+
+    conf = write_conf(tmp_path / "c.yaml", "backend: gloo\ngrids: [1x2]\nsetups:\n  a: {TORCH_DISTRIBUTED_DEBUG: INFO}\n")
+    read, write = os.pipe()
+    os.close(read)
+    proc = subprocess.Popen(cli.argv("sweep", f"conf={conf}", "--dry-run"), cwd=cli.cwd, env=cli.env, stdout=write,
+                            stderr=subprocess.PIPE, text=True)
+    os.close(write)
+    _, err = proc.communicate(timeout=60)
+    assert "Traceback" not in err and proc.returncode == 141, (proc.returncode, err)
+
+
 @pytest.mark.parametrize("args,flag", [(("sweep", "--dry-runn"), "--dry-runn"), (("bench", "-n", "x"), "'x'"),
                                        (("swep",), "'swep'")])
 def test_a_one_word_mistake_gets_one_line_and_points_at_help(cli, args, flag):

@@ -65,12 +65,18 @@ def add_network_flag(p: argparse.ArgumentParser) -> None:
 def make_console():
     from rich.console import Console
 
-    console = Console()
+    class PipeAwareConsole(Console):
+        def on_broken_pipe(self) -> None:
+            # rich would exit 1 here; the reader going away (`| head`) is cli.main's 141, as for any writer
+            self.quiet = True
+            raise BrokenPipeError
+
+    console = PipeAwareConsole()
     # Logs and pipes get wide tables instead of rich's 80-column fallback. COLUMNS is the shell's, not a user's
     # value to refuse: anything but a positive whole number is ignored, as rich ignores it.
     columns = os.environ.get("COLUMNS", "").strip()
     width = int(columns) if columns.isdigit() and int(columns) > 0 else 160
-    return console if console.is_terminal else Console(width=width)
+    return console if console.is_terminal else PipeAwareConsole(width=width)
 
 
 def print_outputs(console: Any, outputs: Any) -> None:
