@@ -66,6 +66,15 @@ def test_a_one_word_mistake_gets_one_line_and_points_at_help(cli, args, flag):
     assert line.startswith("envmatrix") and flag in line and line.endswith("--help")
 
 
+@pytest.mark.parametrize("args,command", [(("sweep", "--dry-runn"), "sweep"), (("report", "r", "--tabel"), "report")])
+def test_a_mistyped_flag_points_at_its_own_commands_help(cli, args, command):
+    # docs/configuration.md: "a mistyped flag gets one line and `see envmatrix CMD --help`"
+    done = cli.run(*args)
+    assert done.returncode == 2
+    (line,) = done.stderr.strip().splitlines()
+    assert line.endswith(f"see envmatrix {command} --help"), line
+
+
 @pytest.mark.parametrize("columns", ["abc", "0"])
 def test_a_columns_value_that_is_no_width_is_ignored_not_a_traceback(cli, tmp_path, columns):
     # COLUMNS comes from the shell (or a CI runner), not from the user's command: the console falls back to its width

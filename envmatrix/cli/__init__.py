@@ -57,6 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = EXIT_CODES
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.set_defaults(command_parsers=sub.choices)
     return parser
 
 
@@ -95,8 +96,8 @@ def _run(argv: Optional[Sequence[str]], words: list[str]) -> int:
     args, extra = parser.parse_known_args(argv)
     # Overrides may sit on both sides of flags (argparse takes one block of positionals).
     stray = [item for item in extra if item.startswith("-") or "=" not in item or not hasattr(args, "overrides")]
-    if stray:
-        parser.error(f"unrecognized arguments: {' '.join(stray)}")
+    if stray:  # the command's own parser, so the line points at `envmatrix CMD --help`
+        args.command_parsers[args.command].error(f"unrecognized arguments: {' '.join(stray)}")
     if extra:
         args.overrides = [*args.overrides, *extra]
     args.command_line = shlex.join(["envmatrix", *words])
