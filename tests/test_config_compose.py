@@ -47,6 +47,15 @@ def test_defaults_list_applies_the_packaged_base_then_self(elsewhere):
     assert zero["NCCL_NET"] == "AWS Libfabric"  # the base's other keys survive the deep merge
 
 
+def test_a_config_without_a_name_is_named_by_its_file_not_by_its_base(elsewhere):
+    # docs/configuration.md: name defaults to the file's stem; the base's name would put this config's runs into the
+    # base's run directory (reports/runs/aws_ofi), resumed from and mixed with the bundled config's store
+    (elsewhere / "mine.yaml").write_text("defaults: [aws_ofi, _self_]\ngrids: [1x2]\n")
+    assert _resolve(f"conf={elsewhere / 'mine.yaml'}").name == "mine"
+    (elsewhere / "top.yaml").write_text("defaults: [mine]\nseed: 7\n")
+    assert _resolve(f"conf={elsewhere / 'top.yaml'}").name == "top"
+
+
 def test_self_first_lets_the_base_win(elsewhere):
     (elsewhere / "mine.yaml").write_text("defaults: [_self_, aws_ofi]\nname: mine\ngrids: [1x2]\n")
     inp = _resolve(f"conf={elsewhere / 'mine.yaml'}")

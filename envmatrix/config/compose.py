@@ -131,8 +131,10 @@ def load_yaml_mapping(path: Path, _chain: tuple[Path, ...] = ()) -> dict[str, An
             )
         other = resolve_conf_file(entry.lstrip("/"), near=path.parent)
         parts.append(load_yaml_mapping(other, (*_chain, path)))
-    merged = OmegaConf.to_container(OmegaConf.merge(*[OmegaConf.create(p) for p in parts]), resolve=False)
-    return dict(merged)
+    merged = dict(OmegaConf.to_container(OmegaConf.merge(*[OmegaConf.create(p) for p in parts]), resolve=False))
+    if "name" not in data:  # named by its own file: a base's name would put its runs in the base's run directory
+        merged.pop("name", None)
+    return merged
 
 
 def split_conf_override(overrides: Sequence[str]) -> tuple[str | None, list[str]]:
