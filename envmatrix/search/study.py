@@ -423,7 +423,8 @@ def run_search(
     listener: Optional[Listener] = None,
     min_for_abort: int = 3,
 ) -> LoopStats:
-    """Ask/tell until the study holds ``settings.trials`` trials, ``settings.budget_s`` is spent (checked before
+    """Ask/tell until the study holds ``settings.trials`` trials (none of them still running on a peer, whose
+    worker may yet die and leave it to be re-run), ``settings.budget_s`` is spent (checked before
     each ask: a trial under way finishes), the space is exhausted, or failures pass the limit."""
     from optuna.trial import TrialState
 
@@ -440,8 +441,16 @@ def run_search(
         trials = study.get_trials(deepcopy=False)
         in_budget = [t for t in trials if counts_toward_budget(t)]
         if len(in_budget) >= settings.trials:
-            stats.stop_reason = f"the study holds {len(in_budget)} trials (trials={settings.trials})"
-            break
+            if not any(t.state == TrialState.RUNNING for t in in_budget):
+                stats.stop_reason = f"the study holds {len(in_budget)} trials (trials={settings.trials})"
+                break
+            # A peer's trial fills the budget only if its worker lives to tell it: wait, failing the stale ones
+            # (their params are re-enqueued, and this worker runs them), or the study ends short of ``trials``.
+            lost = recover_stale(study, settings.heartbeat_grace_s, worker.host)
+            stats.recovered += lost
+            if not lost:
+                time.sleep(min(1.0, settings.heartbeat_interval_s))
+            continue
         waiting = any(t.state == TrialState.WAITING for t in trials)
         if not waiting and len(_verdicts(study, space)) >= allowed:
             stats.stop_reason = f"every allowed combination ({allowed}) has been tried"

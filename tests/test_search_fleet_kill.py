@@ -1,0 +1,80 @@
+"""A fleet of `envmatrix search` workers on one study when one of them is interrupted (Ctrl-C) or killed while its
+probe runs: the live workers still fill `--trials`, the dead worker's trial is failed and its params run again, and
+no process is left behind."""
+
+import os
+import signal
+import time
+
+import pytest
+from optuna.trial import TrialState
+
+from conftest import assert_no_processes
+from search_helpers import fake_conf
+from test_search_fleet_e2e import kill, load_fleet, storage_url, wait_paused, worker  # noqa: F401 - storage_url: fixture
+from test_search_postgres import postgres_url  # noqa: F401 - the fixture: a PostgreSQL server of this test's own
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def started():
+    """Workers this test started; whichever still runs when it ends (a failed assertion) is killed."""
+    procs = []
+    yield procs
+    for proc in procs:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate(timeout=30)
+QUICK = ("search.sampler=random", "search.confirm_top_k=1", "search.confirm_repeats=1", "search.confirm_max_repeats=1")
+
+
+def budget_trials(study):
+    """Finished trials that count toward --trials (neither forbidden, surplus, nor a dead worker's)."""
+    return [t for t in study.get_trials(states=(TrialState.COMPLETE, TrialState.FAIL))
+            if not t.user_attrs.get("forbidden") and t.user_attrs.get("failure_class") != "worker_lost"]
+
+
+def wait_for(predicate, what, timeout_s=120.0):
+    deadline = time.time() + timeout_s
+    while time.time() < deadline:
+        try:
+            found = predicate()
+        except KeyError:  # the first worker has not created the study yet
+            found = None
+        if found:
+            return found
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["ctrl_c", "sigkill"])
+def test_a_worker_stopped_mid_probe_leaves_its_peers_to_fill_the_budget(cli, tmp_path, storage_url, sig, started):
+    conf = fake_conf(tmp_path / "f.yaml")
+    quiet = (*QUICK, "search.baseline=false", "--trials", "6")
+    # the victim's probe sleeps 60 s: it is still probing when its two peers have finished the other five trials
+    victim = worker(cli, conf, storage_url, tmp_path / "v", *quiet, "search.seed=0", env={"FAKE_NCCL_SLEEP": "60"})
+    started.append(victim)
+    held = wait_for(lambda: [t for t in load_fleet(storage_url).get_trials(states=(TrialState.RUNNING,))
+                             if t.user_attrs.get("worker_pid") == victim.pid and t.params], "the victim's probe")[0]
+    peers = [worker(cli, conf, storage_url, tmp_path / f"w{i}", *quiet, f"search.seed={i}", env={"FAKE_NCCL_SLEEP": "0.3"})
+             for i in (1, 2)]
+    started.extend(peers)
+    wait_for(lambda: len(budget_trials(load_fleet(storage_url))) >= 5, "five finished trials")
+    time.sleep(2)  # the peers see the study full (five finished, the victim's running) and act on it
+    os.kill(victim.pid, sig)
+    victim_log = victim.communicate(timeout=60)[0]
+    assert victim.returncode == (130 if sig == signal.SIGINT else -signal.SIGKILL), victim_log
+    logs = [p.communicate(timeout=180)[0] for p in peers]
+    assert [p.returncode for p in peers] == [0, 0], logs
+    study = load_fleet(storage_url)
+    assert not study.get_trials(states=(TrialState.RUNNING, TrialState.WAITING)), "\n".join(logs)
+    lost = study.trials[held.number]
+    assert lost.state == TrialState.FAIL and lost.user_attrs["failure_class"] == "worker_lost", lost.user_attrs
+    retries = [t for t in study.trials if t.user_attrs.get("retry_of") == held.number]
+    # the victim's params were measured again by a live peer, and the study holds the six trials asked for
+    assert [(t.state, t.params) for t in retries] == [(TrialState.COMPLETE, held.params)], logs
+    assert len(budget_trials(study)) == 6
+    assert study.user_attrs["confirmation"]["over"] == 6, logs
+    assert_no_processes(cli.marker)
+
