@@ -1,8 +1,9 @@
 """A fleet of `envmatrix search` workers on one study when one of them is interrupted (Ctrl-C) or killed while its
-probe runs: the live workers still fill `--trials`, the dead worker's trial is failed and its params run again, and
-no process is left behind."""
+probe runs, or dies holding a once-per-study claim: the live workers still fill `--trials`, the dead worker's trial
+is failed and its params run again, the baseline is measured once, and no process is left behind."""
 
 import os
+import socket
 import signal
 import time
 
@@ -26,6 +27,7 @@ def started():
         if proc.poll() is None:
             proc.kill()
             proc.communicate(timeout=30)
+HOST = socket.gethostname()
 QUICK = ("search.sampler=random", "search.confirm_top_k=1", "search.confirm_repeats=1", "search.confirm_max_repeats=1")
 
 
@@ -78,3 +80,27 @@ def test_a_worker_stopped_mid_probe_leaves_its_peers_to_fill_the_budget(cli, tmp
     assert study.user_attrs["confirmation"]["over"] == 6, logs
     assert_no_processes(cli.marker)
 
+
+def test_a_baseline_claimer_killed_after_its_peers_deferred_is_taken_over_by_a_peer(cli, tmp_path, started):
+    url = f"sqlite:///{tmp_path / 'fleet.sqlite'}"
+    conf = fake_conf(tmp_path / "f.yaml")
+    args = (*QUICK, "--trials", "6")
+    victim = worker(cli, conf, url, tmp_path / "v", *args, "search.seed=0", env={"ENVMATRIX_TEST_PAUSE_AT": "baseline_claimed"})
+    started.append(victim)
+    wait_paused(victim)
+    peers = [worker(cli, conf, url, tmp_path / f"w{i}", *args, f"search.seed={i}", env={"FAKE_NCCL_SLEEP": "0.3"})
+             for i in (1, 2)]
+    started.extend(peers)
+    # both peers are past their baseline step (a live worker holds the claim: they deferred) and into their trials
+    wait_for(lambda: {p.pid for p in peers} <= {t.user_attrs.get("worker_pid") for t in load_fleet(url).trials}, "both peers' trials")
+    assert "paused at baseline_claimed" in kill(victim)
+    logs = [p.communicate(timeout=180)[0] for p in peers]
+    assert [p.returncode for p in peers] == [0, 0], logs
+    assert all(f"baseline: worker {HOST}:{victim.pid} has claimed it" in log for log in logs), logs
+    study = load_fleet(url)
+    # the default env was measured once, by a peer that took the dead worker's claim over
+    baseline = study.user_attrs.get("baseline")
+    assert baseline and baseline["by"] in {f"worker {HOST}:{p.pid}" for p in peers}, logs
+    assert sum(len(list((tmp_path / d).glob("logs/*_baseline_*/*"))) for d in ("v", "w1", "w2")) == 1, logs
+    assert len(budget_trials(study)) == 6
+    assert_no_processes(cli.marker)

@@ -142,6 +142,8 @@ def search(request: SearchRequest, events: SearchEvents = SearchEvents()) -> Sea
                         f"skipped {stats.forbidden} forbidden samples, recovered {len(stats.recovered)} stale trials")
         except SearchAborted as exc:
             aborted = exc
+        # asked again: a claimer that died after this worker deferred to it measured nothing, and no later worker may come
+        measure_baseline(study, evaluator, settings, grids, events)
         if aborted is None and settings.confirm_top_k:
             from envmatrix.app.search_confirm import confirm_once
 
@@ -161,7 +163,8 @@ def search(request: SearchRequest, events: SearchEvents = SearchEvents()) -> Sea
 
 def measure_baseline(study: Any, evaluator: Any, settings: Any, grids: list[str], events: SearchEvents) -> None:
     """The default env (empty setup) once per study, by the worker that claims it (app.search_confirm.once_per_study),
-    kept in the study for the report's comparison."""
+    kept in the study for the report's comparison. Asked before and after the trials: nothing the second time once it
+    is stored, a take-over when its claimer died."""
     from envmatrix.app.search_confirm import once_per_study
     from envmatrix.env.atoms import Setup
     from envmatrix.search.fleet import BASELINE_JOB
