@@ -73,6 +73,7 @@ CASES = [
     conf("conf-duplicate-setup", GOOD + "  a: {NCCL_ALGO: Tree}\n", "duplicate key 'a'"),
     conf("conf-top-level-list", "- a\n- b\n", "top level is a list"),
     conf("conf-bad-backend", GOOD.replace("backend: gloo", "backend: mpi"), "'mpi'"),
+    conf("conf-forbid-transport-on-gloo", GOOD + "probe: {forbid_transport: [NET]}\n", "backend gloo runs no NCCL"),
     conf("conf-bad-strategy", GOOD + "strategies: [{kind: leave_ot, base: a, vars: [NCCL_ALGO]}]\n", "did you mean leave_out"),
     conf("conf-negative-timeout", GOOD + "probe: {timeout_s: -1}\n", "probe.timeout_s"),
     conf("conf-probe-key-typo", GOOD + "probe: {colectives: [allreduce]}\n", "did you mean collectives?"),

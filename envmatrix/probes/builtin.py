@@ -127,6 +127,10 @@ class BuiltinProbe(ModuleProbe):
             raise ConfigError(f"{where}.teardown: {params.get('teardown')!r} not allowed; allowed: {', '.join(TEARDOWNS)}")
         if not isinstance(params.get("nccl_dump_topology"), bool):
             raise ConfigError(f"{where}.nccl_dump_topology: {params.get('nccl_dump_topology')!r} not allowed; allowed: true, false")
+        if params["forbid_transport"] and backend == "gloo":
+            # every cell would fail for want of a log, whatever its traffic: said before anything runs
+            raise ConfigError(f"{where}.forbid_transport: {params['forbid_transport']} is checked on NCCL's log, and "
+                              "backend gloo runs no NCCL; allowed: [] on gloo, or backend=nccl")
         if params["forbid_transport"] and not params["nccl_debug"]:
             params["nccl_debug"] = "INFO"  # the policy is checked on NCCL's own log
         return super().normalize(params, where, backend)
