@@ -104,3 +104,49 @@ def test_a_baseline_claimer_killed_after_its_peers_deferred_is_taken_over_by_a_p
     assert sum(len(list((tmp_path / d).glob("logs/*_baseline_*/*"))) for d in ("v", "w1", "w2")) == 1, logs
     assert len(budget_trials(study)) == 6
     assert_no_processes(cli.marker)
+
+
+def confirmation_claim(url):
+    from envmatrix.search.fleet import CONFIRM_JOB, claim_key
+    from envmatrix.search.ownership import study_system_attr
+
+    return study_system_attr(load_fleet(url), claim_key(CONFIRM_JOB))
+
+
+def test_trials_added_while_the_confirmation_runs_are_confirmed_before_the_fleet_ends(cli, tmp_path, started):
+    url = f"sqlite:///{tmp_path / 'fleet.sqlite'}"
+    conf = fake_conf(tmp_path / "f.yaml")
+    args = ("search.sampler=random", "search.baseline=false")
+    # the first worker's confirmation takes ~12 s (4 labels x 3 rounds of a 1 s probe): a second worker, resuming the
+    # study with a larger --trials, adds two trials meanwhile and reaches the confirmation before its verdict is out
+    first = worker(cli, conf, url, tmp_path / "w1", *args, "search.seed=1", "--trials", "4", env={"FAKE_NCCL_SLEEP": "1"})
+    started.append(first)
+    wait_for(lambda: confirmation_claim(url), "the first worker's confirmation claim")
+    second = worker(cli, conf, url, tmp_path / "w2", *args, "search.seed=2", "--trials", "6")
+    started.append(second)
+    logs = [p.communicate(timeout=240)[0] for p in (first, second)]
+    assert [p.returncode for p in (first, second)] == [0, 0], logs
+    study = load_fleet(url)
+    assert len(budget_trials(study)) == 6
+    # the verdict export reads ranks all six trials, not the four there were when the first confirmation began
+    assert study.user_attrs["confirmation"]["over"] == 6, logs
+    assert_no_processes(cli.marker)
+
+
+def test_a_confirmer_killed_after_its_peers_deferred_is_taken_over_by_a_peer(cli, tmp_path, started):
+    url = f"sqlite:///{tmp_path / 'fleet.sqlite'}"
+    conf = fake_conf(tmp_path / "f.yaml")
+    args = (*QUICK, "search.baseline=false", "--trials", "4")
+    victim = worker(cli, conf, url, tmp_path / "v", *args, "search.seed=0", env={"ENVMATRIX_TEST_PAUSE_AT": "confirm_claimed"})
+    started.append(victim)
+    wait_paused(victim)
+    peers = [worker(cli, conf, url, tmp_path / f"w{i}", *args, f"search.seed={i}") for i in (1, 2)]
+    started.extend(peers)
+    time.sleep(12)  # both peers find the study full and the confirmation claimed by a live worker
+    assert "paused at confirm_claimed" in kill(victim)
+    logs = [p.communicate(timeout=180)[0] for p in peers]
+    assert [p.returncode for p in peers] == [0, 0], logs
+    assert all(f"confirmation: worker {HOST}:{victim.pid} has claimed it" in log for log in logs), logs
+    verdict = load_fleet(url).user_attrs.get("confirmation")
+    assert verdict and verdict["by"] in {f"worker {HOST}:{p.pid}" for p in peers} and verdict["over"] == 4, logs
+    assert_no_processes(cli.marker)

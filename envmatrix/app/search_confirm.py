@@ -3,7 +3,8 @@ re-measured in interleaved rounds) by one worker of a fleet.
 
 Every worker reaches both jobs; one claims each (search.fleet). The confirmer first waits for the trials other
 workers still run (failing those whose worker died, as a starting worker does). The others say who runs the job
-or, when its result is already written, show it.
+or, when its result is already written, show it; for the confirmation they wait for the verdict, and confirm again
+when it ranks fewer trials than the study holds by then or its confirmer died.
 """
 
 from __future__ import annotations
@@ -13,23 +14,32 @@ from typing import Any, Callable, Optional
 
 
 def once_per_study(study: Any, job: str, settings: Any, say: Callable[[str], None], what: str, after: str,
-                   work: Callable[[Any], Optional[dict]]) -> Optional[dict]:
+                   work: Callable[[Any], Optional[dict]], wait: bool = False) -> Optional[dict]:
     """Run ``work(worker)`` when this worker wins ``job``'s claim (search.fleet) and store its result; else say who
-    runs it (``after``: where its result will be) or return the result already stored. None: another worker runs it,
-    or ``work`` found nothing to do."""
+    runs it (``after``: where its result will be) or return the result already stored. ``wait``: a claim another
+    worker holds is waited on until its result is written and current (shown then), or its worker died, or the
+    study outgrew it (this worker takes it over then). None: another worker runs it, or ``work`` found nothing to do."""
     from envmatrix.search import fleet
     from envmatrix.search.study import Heartbeat, Worker
 
     worker = Worker.me()
     got = fleet.claim(study, job, worker, settings.heartbeat_grace_s)
+    deferred = False
+    while got.role.kind == fleet.DEFER:
+        held = got.held
+        assert held is not None
+        if not deferred:
+            say(f"{what}: {got.role.reason} ({time.time() - float(held['at']):.0f} s ago); {after}")
+            deferred = True
+        if not wait:
+            return None
+        time.sleep(min(1.0, settings.heartbeat_interval_s))
+        got = fleet.claim(study, job, worker, settings.heartbeat_grace_s)
     if got.role.kind == fleet.DONE:
         say(f"{what}: {got.role.reason}")
         return dict(got.result or {})
     held = got.held
     assert held is not None
-    if got.role.kind == fleet.DEFER:
-        say(f"{what}: {got.role.reason} ({time.time() - float(held['at']):.0f} s ago); {after}")
-        return None
     if got.role.kind == fleet.TAKE_OVER:
         say(f"{what}: {got.role.reason}: this worker takes it over")
     fleet.beat(study, job, held)
@@ -49,8 +59,11 @@ def confirm_once(study: Any, space: Any, objectives: Any, evaluator: Any, settin
         data = confirm_winner(study, space, objectives, evaluator, settings, say)
         return None if data is None else {**data, "over": over}
 
+    # waited for: trials this worker added while that confirmation ran (a later start, a larger --trials, budget_s)
+    # make its verdict stale, and a confirmer that dies leaves none; the last worker standing confirms then
     return once_per_study(study, CONFIRM_JOB, settings, say, "confirmation",
-                          "its verdict goes to the study, where `envmatrix export` reads it", work)
+                          "this worker waits for its verdict, which goes to the study, where `envmatrix export` reads it",
+                          work, wait=True)
 
 
 def wait_for_running(study: Any, settings: Any, worker: Any, say: Callable[[str], None], poll_s: float = 1.0) -> None:

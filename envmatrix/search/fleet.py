@@ -10,7 +10,8 @@ confirmation, the finished trials it ranked (``over``). A worker reads them (:fu
 - no claim: it claims;
 - the claim's result is written and ranks as many finished trials as the study holds: done, it shows that result;
 - that result ranks fewer (trials were added since, e.g. a resumed study): it takes the claim over, runs the job again;
-- a claim without its result whose owner is alive: it defers (says who runs the job) and goes on;
+- a claim without its result whose owner is alive: it defers (says who runs the job; app.search_confirm has a
+  confirmation's deferrers read again until the verdict is written, which may then be stale or its owner dead);
 - such a claim whose owner is gone (same host, dead pid) or silent past ``heartbeat_grace_s``: it takes it over
   (search.ownership.replace_study_attr: of several takers one wins).
 
