@@ -20,6 +20,7 @@ from envmatrix import cluster as emulated
 from envmatrix.boundary import ProcessSpec
 from envmatrix.errors import PlanError
 from envmatrix.execution import processes
+from envmatrix.execution.netns import netns_argv
 from envmatrix.network import netlink, qdiscs, shaping, state, tctree, unrecorded
 from envmatrix.network.conditions import parse_condition
 
@@ -439,3 +440,19 @@ def test_threads_of_one_process_shape_links_at_once_and_all_is_removed(pair, sta
         t.join(timeout=60)
     assert errors == []
     assert all(ours(link) == [] for link in links[:2]) and state_files(state_dir) == []
+
+
+def test_a_hold_started_after_its_run_stopped_installs_nothing(pair, state_dir, tmp_path):
+    """A hold whose launch outlasted a Ctrl-C (the run's ``stop`` is written) shapes nothing: had it installed, the
+    launcher's kill could catch it before its undo, after the driver's cleanup had looked (CI run 67)."""
+    link = pair.host_link("node0")
+    hold_dir = tmp_path / "network"
+    hold_dir.mkdir()
+    (hold_dir / "stop").write_text("")
+    argv = [sys.executable, "-m", "envmatrix.network.host", "hold", "--condition", json.dumps(RATE.to_json()),
+            "--dir", str(hold_dir), "--interface", link.ifname]
+    done = subprocess.run(netns_argv(link.netns, argv), capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    made = sorted(p.suffix for p in hold_dir.iterdir() if p.name != "stop")
+    assert made == [".late", ".started"], made  # no .ready, no proof: nothing was installed, so nothing to undo
+    assert ours(link) == [] and state_files(state_dir) == []

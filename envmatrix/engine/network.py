@@ -132,7 +132,8 @@ def launcher_shaper(session: Any, interface: str, allow_default_route: bool = Fa
             # Started, not refused, and no proof (or a proof of an unfinished undo): ended before their undo (on
             # Ctrl-C the launcher's processes go by SIGKILL), perhaps while still installing, before .ready.
             killed = sorted({p.name.split(".")[0] for p in [*hold_dir.glob("*.started"), *hold_dir.glob("*.ready")]}
-                            - {p.name.split(".")[0] for p in [*proofs, *hold_dir.glob("*.refused")]} | unrestored)
+                            - {p.name.split(".")[0] for p in [*proofs, *hold_dir.glob("*.refused"), *hold_dir.glob("*.late")]}
+                            | unrestored)
             if killed:
                 thread.join(ready_timeout_s)  # the launcher's kill and reaping done: no hold installs after the undo
                 texts.append(f"## holds ended before their undo: {', '.join(killed)}\n" + _undo_killed(killed))

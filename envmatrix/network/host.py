@@ -7,7 +7,7 @@ interface unless allowed; the state file; cleanup), says so in the shared run di
 writes ``stop`` (or it is signalled: Ctrl-C, the launcher's SIGTERM when the driver dies), then undoes it and
 writes its proof. Files in ``--dir``, per host (``<hostname>-<pid>``): ``.refused`` (the one-line refusal, exit 2),
 ``.started`` (before anything is installed), ``.ready`` (installed; the proof before), ``.proof.json``
-(ShapingProof.to_json after the undo, with sent bytes).
+(ShapingProof.to_json after the undo, with sent bytes), ``.late`` (started after ``stop``: installed nothing).
 
 On an emulated host (a named network namespace, as ``envmatrix cluster`` makes) the link is recorded under the
 namespace's name, so the driver's next command in the root namespace removes what a killed hold left, as it does
@@ -80,6 +80,11 @@ def hold(condition: Condition, out_dir: Path, interface: str, allow_default_rout
     except EnvmatrixError as exc:
         _write(out_dir / f"{me}.refused", f"{socket.gethostname()}: {exc}\n")
         return 2
+    if (out_dir / STOP_FILE).exists():
+        # Started after the run it shapes had ended (a launch slow enough to outlast a Ctrl-C): shaping now would
+        # outlive the driver's cleanup whenever the launcher's kill caught this hold before its undo (CI run 67)
+        _write(out_dir / f"{me}.late", "")
+        return 0
     proof = None
     try:
         with shaping.shaped([link], condition, allow_default_route) as proof:
