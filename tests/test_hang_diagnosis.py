@@ -40,6 +40,7 @@ def _check_diagnosis(result, stdout):
     assert line.startswith(f"rank 1 on host {host} stuck outside any collective at rank/main.py:"), line
     assert "in stall_here, before allgather (seq 2)" in line and "ranks 0,2-3 wait in allgather (seq 2)" in line, line
     assert result["root_cause"]["line"] == line and line in stdout
+    assert (result["root_cause"]["rank"], result["root_cause"]["host"]) == (1, host)  # the culprit, not rank 0
     ranks = result["hang"]["ranks"]
     assert set(ranks) == {"0", "1", "2", "3"}
     for r in ("0", "2", "3"):  # a real faulthandler dump taken inside torch.distributed's all_gather

@@ -183,6 +183,15 @@ def test_a_rank_that_cannot_answer_is_the_culprit():
                     "phase import; ranks 0,2 wait in init_process_group (rendezvous)")
 
 
+def test_the_block_names_the_culprit_rank_and_host_for_the_root_cause():
+    # docs/hang-diagnosis.md: each failure gets the host of its root-cause rank; for a hang that is the culprit the
+    # line names (node1 here), not the lowest rank
+    stopped = RankResult(rank=1, hostname="node1", killed_by="timeout", phase="import")
+    waiting = [RankResult(rank=r, hostname=f"node{r}", killed_by="timeout", phase="init") for r in (0, 2)]
+    block = diagnose([waiting[0], stopped, waiting[1]], {0: BLOCKED_IN_INIT, 2: BLOCKED_IN_INIT}, {})
+    assert block["culprit"] == {"rank": 1, "host": "node1"}
+
+
 def test_bench_marker_names_the_size():
     ranks = [RankResult(rank=r, hostname="h", killed_by="timeout", progress={"collective": "allreduce@1048576", "seq": 9})
              for r in range(2)]

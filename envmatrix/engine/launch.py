@@ -115,7 +115,7 @@ def execute(
         cause["host"] = next((r.hostname for r in collected.ranks if r.rank == cause.get("rank")), None)
     hang = diagnose_hang(launched.stacks, collected)
     if outcome == TIMEOUT and hang.get("line"):
-        cause = {**cause, "line": hang["line"]}
+        cause = {**cause, "line": hang["line"], **hang.get("culprit", {})}
     problem, first = delivery_problem(
         plan.intended_env, checked_names(run.setup.variables, pins, plan.intended_env), shim,
         {r.rank: r.env for r in collected.ranks}, require_reports=launcher.reports_env and outcome == PASS,

@@ -157,14 +157,20 @@ def _culprit(states: Sequence[RankState], behind_per_nccl: Optional[int] = None)
     return min(states, key=_behind)
 
 
+def culprit_of(states: Sequence[RankState], ras_counts: Optional[Mapping[int, int]] = None) -> Optional[RankState]:
+    """The live rank that explains the others (_culprit), or None when no rank was still running."""
+    alive = [s for s in states if s.alive]
+    return _culprit(alive, ras_behind(ras_counts or {}, len(states))) if alive else None
+
+
 def summary_line(states: Sequence[RankState], ras_counts: Optional[Mapping[int, int]] = None) -> Optional[str]:
     """One line: the culprit rank, where it is stuck, and where the others wait (and NCCL RAS's operation
     counts when it found them differ)."""
-    alive = [s for s in states if s.alive]
-    if not alive:
+    culprit = culprit_of(states, ras_counts)
+    if culprit is None:
         return None
+    alive = [s for s in states if s.alive]
     behind = ras_behind(ras_counts or {}, len(states))
-    culprit = _culprit(alive, behind)
     if not culprit.has_stack and any(s.has_stack for s in alive):
         head = (f"rank {culprit.rank} on host {culprit.host} did not answer the stack request (stopped, or wedged "
                 f"outside Python) in {culprit.label()}")
@@ -206,6 +212,9 @@ def diagnose(ranks: Sequence[RankResult], stacks: Mapping[int, str], logs: Mappi
         }
     counts = ras_operation_counts(ras or "")
     block: dict[str, Any] = {"line": summary_line(states, counts), "ranks": per_rank}
+    culprit = culprit_of(states, counts)
+    if culprit is not None:  # the root cause's rank and host (engine.launch), as the line names them
+        block["culprit"] = {"rank": culprit.rank, "host": culprit.host}
     if ras is not None:
         block["ras"] = ras[-20000:]
         block["ras_line"] = ras_summary(ras)
