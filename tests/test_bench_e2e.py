@@ -81,3 +81,13 @@ def test_backends_side_by_side_refuses_nccl_without_gpus(cli, tmp_path):
     done = cli.run("bench", "--backends", "gloo,nccl", "--grid", "1x2", "--out", str(tmp_path / "o"))
     assert done.returncode == 2 and "nccl needs GPUs" in done.stderr
     assert not (tmp_path / "o").exists()
+
+
+def test_bench_needs_no_setups_in_its_config(cli, tmp_path):
+    # bench measures the inherited env unless --setup names one: a config of only the cluster's lines (docs/network.md,
+    # docs/pairs.md: hosts and launcher) was refused with 'no setups'
+    conf = write_conf(tmp_path / "c.yaml", "backend: gloo\ngrids: [1x2]\n")
+    done = cli.run("bench", f"conf={conf}", "-c", "allreduce", "-b", "1K", "-e", "1K", "-n", "1", "-w", "0",
+                   "--out", str(tmp_path / "b"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "(env) 1x2 pass" in done.stdout

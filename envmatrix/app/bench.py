@@ -77,7 +77,8 @@ def bench(request: BenchRequest, listener: Any = None,
     from envmatrix.app.sweep import plan_sweep, run_sweep
     from envmatrix.engine import open_session, open_store_at
 
-    base, gpus, pins, catalog = prepare(request.overrides, request.allow_unknown_vars, request.baseline, request.tolerance)
+    base, gpus, pins, catalog = prepare(request.overrides, request.allow_unknown_vars, request.baseline, request.tolerance,
+                                        setups_optional=True)
     base = with_flags(base, request.network)
     backends = [b.strip() for b in (base.backend if request.backends is None else request.backends).split(",") if b.strip()]
     if not backends or len(set(backends)) < len(backends):

@@ -23,10 +23,12 @@ def search_overrides(overrides: Sequence[str]) -> list[str]:
 
 
 def prepare(overrides: Sequence[str], allow_unknown: bool = False, baseline_run: Optional[str] = None,
-            tolerance: Optional[str] = None, *, search: bool = False, dry_run: bool = False) -> Prepared:
+            tolerance: Optional[str] = None, *, search: bool = False, dry_run: bool = False,
+            setups_optional: bool = False) -> Prepared:
     """The resolved input of ``overrides``; with ``baseline_run`` (a ``--baseline RUN_DIR`` of a command that
     judges slow) its floors join the expectations. ``search``: new ``search.*`` keys are allowed and a config
-    without setups gets the empty one (a search samples its setups)."""
+    without setups gets the empty one (a search samples its setups); ``setups_optional`` only the latter (bench
+    measures the inherited env unless --setup names one)."""
     from envmatrix.catalog import load_catalog
     from envmatrix.config import compose_config
     from envmatrix.config.resolve import resolve
@@ -36,12 +38,12 @@ def prepare(overrides: Sequence[str], allow_unknown: bool = False, baseline_run:
     gpus = gpu_inventory()
     pins = caller_pins()
     cfg, conf_file = compose_config(search_overrides(overrides) if search else list(overrides))
-    if search:
+    if search or setups_optional:
         from omegaconf import OmegaConf
 
         data = OmegaConf.to_container(cfg, resolve=True)
         if not data.get("setups") and not data.get("strategies"):
-            data["setups"] = {"default": {}}  # search needs no setups; resolve() wants one
+            data["setups"] = {"default": {}}  # search and bench need no setups; resolve() wants one
         cfg = OmegaConf.create(data)
     catalog = load_catalog()
     inp = resolve(cfg, conf_file, len(gpus), pins, allow_unknown=allow_unknown, catalog=catalog, dry_run=dry_run)

@@ -172,7 +172,7 @@ def _gpu_pairs(request: PairsRequest, listener: Any) -> PairsResult:
     from envmatrix.parsers.nvidia_topo import parse_topo_matrix
     from envmatrix.reporting.pairs_tables import gpu_cells
 
-    base, gpus, pins, catalog = prepare(request.overrides, request.allow_unknown_vars)
+    base, gpus, pins, catalog = prepare(request.overrides, request.allow_unknown_vars, setups_optional=True)
     if len(gpus) < 2:
         raise ConfigError(f"--pairs gpus: {len(gpus)} GPU{'' if len(gpus) == 1 else 's'} visible here; allowed: a host with 2 or more GPUs "
                           "(each pair is two ranks, one on each GPU)")
@@ -254,7 +254,7 @@ def _host_grid(base: Any, request: PairsRequest) -> Grid:
 def _host_pairs(request: PairsRequest, listener: Any) -> PairsResult:
     from envmatrix.engine import open_store_at
 
-    base, gpus, pins, catalog = prepare(request.overrides, request.allow_unknown_vars)
+    base, gpus, pins, catalog = prepare(request.overrides, request.allow_unknown_vars, setups_optional=True)
     large, small = _sizes(request)
     grid = _host_grid(base, request)
     rounds = host_pair_rounds(grid.nodes)
