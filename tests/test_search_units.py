@@ -1,5 +1,6 @@
 """search: space, objectives, stale-trial recovery and export, without processes."""
 
+import threading
 import time
 
 import optuna
@@ -118,17 +119,20 @@ def test_a_trial_asked_after_another_worker_filled_the_budget_launches_nothing(m
 
     def ask_after_a_peer(study_, owner):
         asked.append(owner)
-        if len(asked) == 4:  # this worker counted 3 of 4; the peer asks first
-            real_ask(study_, peer)
+        if len(asked) == 4:  # this worker counted 3 of 4; the peer asks first, and tells its trial 0.5 s later
+            peer_trial = real_ask(study_, peer)
+            threading.Timer(0.5, study_.tell, (peer_trial, 2.0)).start()
         return real_ask(study_, owner)
 
     monkeypatch.setattr(study_mod, "ask_owned", ask_after_a_peer)
-    stats = run_search(study, s, [None], lambda n, setup: EvalOutcome([1.0]), settings(trials=4))
+    # the budget is full with the peer's trial running: this worker waits for it (it could die and leave a retry)
+    stats = run_search(study, s, [None], lambda n, setup: EvalOutcome([1.0]),
+                       settings(trials=4, heartbeat_interval_s=0.1))
     assert stats.told == 3 and "holds 4 trials" in stats.stop_reason, stats
     (surplus,) = study.get_trials(states=(TrialState.PRUNED,))
     assert surplus.user_attrs["surplus"] and not surplus.params and surplus.number == 4
-    running = study.get_trials(states=(TrialState.RUNNING,))
-    assert [t.user_attrs["worker_host"] for t in running] == ["peer"]
+    (peers,) = [t for t in study.get_trials() if t.user_attrs["worker_host"] == "peer"]
+    assert peers.state == TrialState.COMPLETE and not study.get_trials(states=(TrialState.RUNNING,))
 
 
 def test_recover_stale_fails_and_reenqueues_once():
