@@ -15,6 +15,7 @@ from optuna.trial import TrialState
 from envmatrix.search import fleet
 from envmatrix.search.ownership import _take_waiting_rdb, ask_owned, insert_study_attr, rdb_backend, replace_study_attr
 from envmatrix.search.study import Worker, make_storage, recover_stale
+from test_search_postgres import postgres_url  # noqa: F401 - the fixture: a PostgreSQL server of this test's own
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 HOST = socket.gethostname()
@@ -154,3 +155,35 @@ def test_a_lost_enqueued_trial_keeps_its_params_for_the_retry(tmp_path):
     assert recover_stale(study, grace_s=300, here=HOST) == [lost.number]
     (retry,) = study.get_trials(states=(TrialState.WAITING,))
     assert retry.system_attrs["fixed_params"] == {"NCCL_ALGO": "Tree"} and retry.user_attrs["retry_of"] == lost.number
+
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.slow)])
+def any_url(request, tmp_path):
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'study.sqlite'}"
+    return request.getfixturevalue("postgres_url")
+
+
+def test_of_three_workers_recovering_one_dead_trial_exactly_one_fails_it_and_re_enqueues_it(any_url):
+    # workers at a full budget poll recover_stale together (search.study.run_search): one retry per lost trial
+    for round_ in range(12):
+        optuna.create_study(storage=make_storage(any_url), study_name=f"s{round_}", direction="maximize")
+        studies = [optuna.load_study(study_name=f"s{round_}", storage=make_storage(any_url)) for _ in range(3)]
+        studies[0].enqueue_trial({"NCCL_ALGO": "Tree"})
+        lost = ask_owned(studies[0], {**DEAD.attrs(), "heartbeat": time.time()})
+        gate, got = threading.Barrier(3), {}
+
+        def recover(name, study):
+            gate.wait()
+            got[name] = recover_stale(study, grace_s=300, here=HOST)
+
+        threads = [threading.Thread(target=recover, args=(n, s)) for n, s in enumerate(studies)]
+        [t.start() for t in threads]
+        [t.join() for t in threads]
+        assert sorted(got.values()) == [[], [], [lost.number]], (round_, got)
+        (retry,) = studies[0].get_trials(states=(TrialState.WAITING,))
+        assert retry.user_attrs["retry_of"] == lost.number
+        failed = studies[1].trials[lost.number]
+        assert failed.state == TrialState.FAIL and failed.user_attrs["failure_class"] == "worker_lost"
+        assert "is gone" in failed.user_attrs["root_cause"] and failed.datetime_complete is not None

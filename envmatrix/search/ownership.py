@@ -113,6 +113,44 @@ def _take_waiting_rdb(backend: Any, trial_id: int, owner: Mapping[str, Any]) -> 
     return True
 
 
+def fail_running(study: Any, trial_id: int, attrs: Mapping[str, Any]) -> bool:
+    """RUNNING -> FAIL with ``attrs`` (why) as user attributes, in one transaction; False when the trial was no longer
+    RUNNING (another worker failed it first, or its worker told it). Optuna's ``set_trial_state_values`` reads the
+    state and then writes it, which SQLite does not lock in between: two workers recovering one dead trial both
+    failed it and both re-enqueued its params."""
+    from optuna.exceptions import UpdateFinishedTrialError
+    from optuna.trial import TrialState
+
+    backend = rdb_backend(study)
+    if backend is None:  # in-memory: one process
+        try:
+            for key, value in attrs.items():
+                study._storage.set_trial_user_attr(trial_id, key, value)
+            return bool(study._storage.set_trial_state_values(trial_id, TrialState.FAIL))
+        except UpdateFinishedTrialError:
+            return False
+    import sqlalchemy
+    from optuna.storages._rdb import models
+    from optuna.storages._rdb.storage import _create_scoped_session
+
+    table, attr_table = models.TrialModel.__table__, models.TrialUserAttributeModel.__table__
+    with _create_scoped_session(backend.scoped_session) as session:
+        # as _take_waiting_rdb: one statement decides, the row changes only while it is still RUNNING (the loser
+        # writes nothing; its reasons go in below by plain statements, Optuna's would refuse a FAIL trial)
+        failed = session.execute(
+            sqlalchemy.update(table)
+            .where(table.c.trial_id == trial_id, table.c.state == TrialState.RUNNING)
+            .values(state=TrialState.FAIL, datetime_complete=datetime.now())
+        ).rowcount
+        if failed != 1:
+            return False
+        for key, value in attrs.items():
+            mine = (attr_table.c.trial_id == trial_id, attr_table.c.key == key)
+            session.execute(sqlalchemy.delete(attr_table).where(*mine))
+            session.execute(sqlalchemy.insert(attr_table).values(trial_id=trial_id, key=key, value_json=json.dumps(value)))
+    return True
+
+
 # ---------------------------------------------------------------- study-level claims
 
 

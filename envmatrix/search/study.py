@@ -36,7 +36,7 @@ from envmatrix.errors import ConfigError, EnvmatrixError, did_you_mean
 from envmatrix.paths import check_name
 from envmatrix.registry import Registry
 from envmatrix.search.objective import EvalOutcome, Objective
-from envmatrix.search.ownership import ask_owned
+from envmatrix.search.ownership import ask_owned, fail_running
 from envmatrix.search.space import SearchSpace
 
 log = logging.getLogger(__name__)
@@ -300,24 +300,17 @@ def stale_reason(attrs: Mapping[str, Any], here: str, now: float, grace_s: float
 
 def recover_stale(study: Any, grace_s: float, here: Optional[str] = None, now: Optional[float] = None) -> list[int]:
     """Fail the stale RUNNING trials and re-enqueue their params; returns the recovered trial numbers."""
-    from optuna.exceptions import UpdateFinishedTrialError
     from optuna.trial import TrialState
 
     here = here or socket.gethostname()
     now = time.time() if now is None else now
-    storage = study._storage
     recovered = []
     for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
         start = t.datetime_start.timestamp() if t.datetime_start else None
         reason = stale_reason(t.user_attrs, here, now, grace_s, start)
         if reason is None:
             continue
-        try:
-            storage.set_trial_user_attr(t._trial_id, "failure_class", WORKER_LOST)
-            storage.set_trial_user_attr(t._trial_id, "root_cause", reason)
-            if not storage.set_trial_state_values(t._trial_id, TrialState.FAIL):
-                continue
-        except (UpdateFinishedTrialError, RuntimeError):
+        if not fail_running(study, t._trial_id, {"failure_class": WORKER_LOST, "root_cause": reason}):
             continue  # another worker got there first
         # a worker killed after taking an enqueued trial but before suggesting left its params in fixed_params only
         params = dict(t.params) or dict(t.system_attrs.get("fixed_params") or {})
