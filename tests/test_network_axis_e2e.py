@@ -229,8 +229,8 @@ def test_a_shaped_condition_on_one_host_is_refused_before_anything_runs(cli, tmp
 
 @pytest.mark.parametrize("via", ["links", "launcher"])
 def test_ctrl_c_mid_run_undoes_the_shaping_and_exits_130(cli, ns_cluster, tmp_path, via):  # noqa: F811
-    """links: this process undoes; launcher: the holds die with their launcher (SIGKILL) and the driver removes what
-    they left on the emulated hosts before it exits."""
+    """links: this process undoes; launcher: the holds see the run's stop and undo (a Ctrl-C does not kill their
+    launcher under them), and the driver removes what any hold killed before its undo left, before it exits."""
     import signal
     import time
 

@@ -105,7 +105,9 @@ def launcher_shaper(session: Any, interface: str, allow_default_route: bool = Fa
             from envmatrix.execution.processes import run_group
 
             try:
-                outcomes.extend(run_group(plan.processes, timeout_s=float(run.probe.params.get("timeout_s", 600)) + 2 * ready_timeout_s))
+                # not ended by a Ctrl-C: the holds end at ``stop`` with their undo, which the launcher's kill could cut
+                outcomes.extend(run_group(plan.processes, timeout_s=float(run.probe.params.get("timeout_s", 600)) + 2 * ready_timeout_s,
+                                          interruptible=False))
             except BaseException as exc:  # noqa: BLE001 - reported by the waiting thread
                 failure.append(exc)
 
@@ -129,8 +131,8 @@ def launcher_shaper(session: Any, interface: str, allow_default_route: bool = Fa
                 if not restored:
                     unrestored.add(path.name.split(".")[0])
                 record.restored = restored if record.restored is None else (record.restored and restored)
-            # Started, not refused, and no proof (or a proof of an unfinished undo): ended before their undo (on
-            # Ctrl-C the launcher's processes go by SIGKILL), perhaps while still installing, before .ready.
+            # Started, not refused, not late, and no proof (or a proof of an unfinished undo): ended before their
+            # undo (the launcher killed, a hold that did not stop within ready_timeout_s), perhaps while installing.
             killed = sorted({p.name.split(".")[0] for p in [*hold_dir.glob("*.started"), *hold_dir.glob("*.ready")]}
                             - {p.name.split(".")[0] for p in [*proofs, *hold_dir.glob("*.refused"), *hold_dir.glob("*.late")]}
                             | unrestored)

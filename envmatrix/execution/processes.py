@@ -254,6 +254,7 @@ def run_group(
     poll_s: float = 0.05,
     start: Optional[Callable[[ProcessSpec, Any], Any]] = None,
     on_timeout: Optional[Callable[[list[int]], None]] = None,
+    interruptible: bool = True,
 ) -> list[ProcessOutcome]:
     """Start all specs, wait, and return one outcome per spec.
 
@@ -262,7 +263,8 @@ def run_group(
     deadline everything still running is killed (``timeout``), after
     ``on_timeout(pids still running)`` has had its say (the hang diagnosis
     asks for stacks then). ``start`` (default Popen) may return any object with Popen's pid/poll/wait, e.g.
-    a warm pool's forked child.
+    a warm pool's forked child. ``interruptible=False``: a Ctrl-C does not end the group (from a worker thread),
+    for processes the caller ends itself and that must not die mid-undo (the network holds).
     """
     procs: list[Any] = []
     outcomes: list[Optional[ProcessOutcome]] = []
@@ -292,7 +294,8 @@ def run_group(
         if any(o is not None and o.launch_error for o in outcomes):
             peer_deadline = time.monotonic()
         while any(o is None for o in outcomes):
-            interrupts.raise_pending()  # a Ctrl-C whose KeyboardInterrupt a finalizer swallowed, or in a worker thread
+            if interruptible:
+                interrupts.raise_pending()  # a Ctrl-C whose KeyboardInterrupt a finalizer swallowed, or in a worker thread
             now = time.monotonic()
             for i, proc in enumerate(procs):
                 if outcomes[i] is not None or proc is None:
