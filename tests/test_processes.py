@@ -261,3 +261,22 @@ def test_a_waiting_child_says_whether_it_prepared_before_it_takes_its_request(tm
     assert slow.prepared(0.5) is False and time.monotonic() - t0 < 5  # a prepare that does not finish: not used
     os.kill(slow.pid, 9)
     assert _result(slow) == (b"", -9)
+
+
+def test_a_noted_ctrl_c_ends_an_interruptible_group_only(tmp_path):
+    """A Ctrl-C noted (interrupts.note) ends the group at its next step, killing it; ``interruptible=False`` lets
+    the group finish as its processes end themselves (the network holds undo their shaping when told to stop)."""
+    from envmatrix import interrupts
+
+    marker = uuid.uuid4().hex
+    code = "import time; time.sleep(1.5); print('ended by itself')"
+    interrupts.note()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run_group([_spec(tmp_path, code, "killed", marker)], timeout_s=30)
+        (out,) = run_group([_spec(tmp_path, code, "kept", marker)], timeout_s=30, interruptible=False)
+    finally:
+        interrupts.clear()
+    assert out.exit_code == 0 and "ended by itself" in (tmp_path / "kept.log").read_text()
+    assert "ended by itself" not in (tmp_path / "killed.log").read_text()
+    assert_no_processes(marker)
