@@ -9,6 +9,7 @@ import pytest
 
 from conftest import assert_no_processes, write_conf
 from envmatrix.env import Atom, Setup
+from envmatrix.errors import ConfigError
 from envmatrix.launchers import get_launcher
 from envmatrix.planning import Grid, plan_runs
 from envmatrix.probes import get_probe
@@ -44,6 +45,23 @@ def test_real_nodes_unbind_ranks_unless_the_user_binds():
     assert argv[argv.index("--bind-to") + 1] == "none"
     emulated = _run(Grid(2, 1), options={"extra_args": ["--bind-to", "numa"]}).processes[0].argv
     assert [a for a in emulated if a == "--bind-to"] == ["--bind-to"] and "none" not in emulated
+
+
+def test_a_hostfile_alone_names_the_nodes(tmp_path, monkeypatch):
+    # docs/clusters.md: launcher_opts.mpirun.hostfile=hosts.txt runs a 2x4 on the file's hosts as
+    # --hostfile FILE --map-by ppr:4:node; without hosts: it ran every rank on localhost (emulated) instead.
+    # mpirun starts in the run's directory, so a relative path is made absolute (it was passed as written)
+    hostfile = tmp_path / "hosts.txt"
+    hostfile.write_text("node01 slots=4\nnode02 slots=4\n")
+    monkeypatch.chdir(tmp_path)
+    argv = _run(Grid(2, 4), options={"hostfile": "hosts.txt"}).processes[0].argv
+    assert argv[argv.index("--hostfile") + 1] == str(hostfile) and argv[argv.index("--map-by") + 1] == "ppr:4:node"
+    assert "--oversubscribe" not in argv and "MASTER_ADDR=node01" in argv and "ENVMATRIX_EMULATE=0" in argv
+    (tmp_path / "bad.txt").write_text("node01 slots=x\n")
+    with pytest.raises(ConfigError, match="bad.txt:1"):
+        _run(Grid(2, 1), options={"hostfile": str(tmp_path / "bad.txt")})
+    with pytest.raises(ConfigError, match="launcher_opts.mpirun.hostfile"):
+        _run(Grid(2, 1), options={"hostfile": str(tmp_path / "missing.txt")})
 
 
 def test_emulated_nodes_oversubscribe_on_one_host():

@@ -90,7 +90,7 @@ def bisect_hosts(request: Any, given: Any, events: Any) -> HostBisectOutcome:
 
 def read_hosts(spec: str) -> list[tuple[str, Any]]:
     """(host, slots or None) of a host file, or of SLURM_JOB_NODELIST for ``slurm``."""
-    from envmatrix.bisect.hosts import parse_host_list
+    from envmatrix.planning.hostlist import parse_host_list
     from envmatrix.config.compose import read_utf8
 
     if spec == "slurm":

@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Optional, Sequence
 
 from envmatrix.judgement.pairs import PairFigure, PairsJudgement, judge_pairs
+from envmatrix.planning.hostlist import parse_host_list  # noqa: F401  (bisect --hosts reads its file with it)
 from envmatrix.planning.pairs import host_pair_rounds
 
 OK, FAILING, SLOW, UNRESOLVED = "ok", "failing", "slow", "unresolved"
@@ -488,33 +489,3 @@ def _explain_slow_hosts(verdicts: dict[str, HostVerdict], judgement: PairsJudgem
         margin = f", margin {min(fine) / max(mine):.1f}x" if fine and max(mine) > 0 else ""
         verdict.why = (f"slow in {judged.slow_pairs} of {judged.pairs} of its pairs, median {judged.median_ratio:.2f}x "
                        f"of its rounds' median ({judged.certainty}{margin})")
-
-
-def parse_host_list(text: str, where: str) -> list[tuple[str, Optional[int]]]:
-    """``host``, ``host N``, ``host:N`` or ``host slots=N`` lines (an MPI hostfile works); # comments."""
-    from envmatrix import values
-    from envmatrix.errors import ConfigError
-
-    out: list[tuple[str, Optional[int]]] = []
-    for number, raw in enumerate(text.splitlines(), 1):
-        line = raw.split("#", 1)[0].strip()
-        if not line:
-            continue
-        words = line.split()
-        host, slots = words[0], None
-        if ":" in host:
-            host, _, slots_text = host.partition(":")
-            words = [host, slots_text, *words[1:]]
-        rest = words[1:]
-        if rest:
-            value = rest[0].split("=", 1)[1] if rest[0].startswith(("slots=", "max_slots=")) else rest[0]
-            if not value.isdigit() or int(value) < 1 or len(rest) > 1 and not rest[1].startswith("max_slots="):
-                raise ConfigError(f"{where}:{number}: {raw.strip()!r} not understood; allowed: HOST, HOST N, HOST:N or HOST slots=N")
-            slots = int(value)
-        values.host(f"{where}:{number}", host)
-        if any(h == host for h, _ in out):
-            raise ConfigError(f"{where}:{number}: host {host!r} listed twice; list each host once")
-        out.append((host, slots))
-    if len(out) < 1:
-        raise ConfigError(f"{where}: no hosts in it; give one host a line (HOST, HOST N or HOST slots=N)")
-    return out

@@ -134,6 +134,8 @@ class ShimLauncher(Launcher):
                                                                                   f"launcher_opts.{self.name}.{key}=[...]")
         if opts["emulate"] not in ("auto", True, False):
             raise ConfigError(f"launcher_opts.{self.name}.emulate: {opts['emulate']!r} not allowed; allowed: auto, true, false")
+        if opts.get("hostfile"):  # the launcher starts in the run's directory: a relative path would name nothing there
+            opts["hostfile"] = os.path.abspath(str(opts["hostfile"]))
         return opts
 
     def placement(self, opts: Mapping[str, Any], environ: Mapping[str, str]) -> tuple[tuple[str, ...], bool, Any]:
@@ -141,7 +143,8 @@ class ShimLauncher(Launcher):
         from envmatrix.launchers.allocation import detect
 
         alloc = self.allocation if self.allocation is not None else detect(environ)
-        hosts = tuple(opts["hosts"] or self._hosts or (alloc.nodes if alloc else ()))
+        hosts = tuple(opts["hosts"] or self._hosts or _hostfile_hosts(self.name, opts.get("hostfile"))
+                      or (alloc.nodes if alloc else ()))
         emulate = len(set(hosts)) <= 1 if opts["emulate"] == "auto" else bool(opts["emulate"])
         return hosts, emulate, alloc
 
@@ -387,3 +390,19 @@ def main(argv: Sequence[str]) -> int:
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
+
+
+def _hostfile_hosts(launcher: str, hostfile: Any) -> tuple[str, ...]:
+    """The hosts a ``launcher_opts.<launcher>.hostfile`` names (they are the nodes when no ``hosts`` are given)."""
+    from envmatrix.planning.hostlist import parse_host_list
+
+    if not hostfile:
+        return ()
+    key = f"launcher_opts.{launcher}.hostfile"
+    try:
+        with open(str(hostfile), encoding="utf-8") as fh:
+            text = fh.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{key}: {hostfile!r} cannot be read ({getattr(exc, 'strerror', None) or exc}); "
+                          "allowed: a readable hostfile (HOST or HOST slots=N lines)") from None
+    return tuple(host for host, _ in parse_host_list(text, str(hostfile)))
