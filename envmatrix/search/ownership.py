@@ -9,6 +9,8 @@ Workers of a fleet share one Optuna study (``search.storage``). Two facts must n
   ``create_new_trial`` with a template that carries the owner (Optuna inserts the trial and its attributes in
   one transaction); an enqueued (WAITING) trial by one conditional UPDATE (to RUNNING only while still WAITING,
   so two workers never both take it) and its owner rows, committed together.
+- a dead worker's trial and why it failed: :func:`fail_running` turns it FAIL only while it is still RUNNING, with
+  its reasons, in one transaction (of several workers recovering it one wins, and re-enqueues its params once).
 - a claim and its key: :func:`insert_study_attr` adds a study system attribute only where it is absent (the
   table's unique (study, key) makes that atomic on SQLite and PostgreSQL alike); :func:`replace_study_attr`
   swaps it only while it still holds the claim id the caller read (a take-over several workers cannot all win).

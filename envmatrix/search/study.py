@@ -10,8 +10,9 @@ RUNNING (search.ownership.ask_owned), so no kill leaves a RUNNING trial without
 them. On start every worker fails the RUNNING trials
 whose worker is gone (same host and that process is dead) or whose heartbeat is
 older than ``heartbeat_grace_s``, and re-enqueues their params; the first
-worker to fail a trial wins (storages refuse to finish a finished trial), so
-the params are re-enqueued once.
+worker to fail a trial wins (search.ownership.fail_running: one conditional
+UPDATE), so the params are re-enqueued once. A worker interrupted (Ctrl-C)
+while probing hands its trial back the same way before it exits.
 
 A forbidden sample launches nothing: it is told PRUNED with ``forbidden=True``
 and does not count against ``trials``; nor does a trial a worker asked for after
@@ -310,15 +311,22 @@ def recover_stale(study: Any, grace_s: float, here: Optional[str] = None, now: O
         reason = stale_reason(t.user_attrs, here, now, grace_s, start)
         if reason is None:
             continue
-        if not fail_running(study, t._trial_id, {"failure_class": WORKER_LOST, "root_cause": reason}):
-            continue  # another worker got there first
-        # a worker killed after taking an enqueued trial but before suggesting left its params in fixed_params only
-        params = dict(t.params) or dict(t.system_attrs.get("fixed_params") or {})
-        if params:
-            study.enqueue_trial(params, user_attrs={"retry_of": t.number}, skip_if_exists=False)
-        log.warning("trial %d: %s; failed it and re-enqueued its params", t.number, reason)
-        recovered.append(t.number)
+        if hand_back(study, t, reason):
+            log.warning("trial %d: %s; failed it and re-enqueued its params", t.number, reason)
+            recovered.append(t.number)
     return recovered
+
+
+def hand_back(study: Any, t: Any, reason: str) -> bool:
+    """Fail the RUNNING trial ``t`` (a FrozenTrial) as ``worker_lost`` and re-enqueue its params for another worker;
+    False when another worker got there first."""
+    if not fail_running(study, t._trial_id, {"failure_class": WORKER_LOST, "root_cause": reason}):
+        return False
+    # a worker killed after taking an enqueued trial but before suggesting left its params in fixed_params only
+    params = dict(t.params) or dict(t.system_attrs.get("fixed_params") or {})
+    if params:
+        study.enqueue_trial(params, user_attrs={"retry_of": t.number}, skip_if_exists=False)
+    return True
 
 
 class Heartbeat:
@@ -480,7 +488,12 @@ def run_search(
         else:
             notify("trial", trial, None)
             with Heartbeat.of_trial(study, trial._trial_id, settings.heartbeat_interval_s):
-                outcome = evaluate(trial.number, setup)
+                try:
+                    outcome = evaluate(trial.number, setup)
+                except KeyboardInterrupt:  # handed back now: a peer on another host would wait heartbeat_grace_s
+                    hand_back(study, study._storage.get_trial(trial._trial_id),
+                              f"worker {worker.host}:{worker.pid} was interrupted (Ctrl-C)")
+                    raise
             stats.probed += 1
         for key, value in outcome.attrs.items():
             trial.set_user_attr(key, value)
