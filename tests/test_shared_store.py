@@ -82,3 +82,21 @@ def _count(db_path):
             return db.execute("SELECT COUNT(*) FROM results").fetchone()[0]
     except sqlite3.OperationalError:
         return 0
+
+
+@pytest.mark.slow
+def test_a_bench_into_a_store_a_sweep_holds_is_refused(cli, tmp_path):
+    # docs/reports.md: a second sweep/bench on the same --out is refused before it launches anything (bench ran and
+    # wrote into the held store)
+    conf, out = _conf(tmp_path), tmp_path / "o"
+    first = cli.popen("sweep", f"conf={conf}", "--out", str(out), "--allow-unknown-vars")
+    db_path = out / "results.sqlite"
+    deadline = time.time() + 120
+    while time.time() < deadline and not (db_path.exists() and _count(db_path) >= 1):
+        time.sleep(0.1)
+    refused = cli.run("bench", "backend=gloo", "--grid", "1x2", "-b", "8", "-e", "8", "-c", "allreduce", "--out", str(out))
+    assert refused.returncode == 2 and f"pid {first.pid}" in refused.stderr, refused.stdout + refused.stderr
+    assert first.poll() is None, "the sweep should still be running (probes sleep 0.5 s each)"
+    first.communicate(timeout=300)
+    assert first.returncode == 0 and not list(out.glob("bench_*.md"))
+    assert_no_processes(cli.marker)

@@ -49,6 +49,7 @@ class BenchRequest:
     # who talks to whom (issue 34): all-to-all over peer groups (planning/peers.py) instead of -c, e.g. "rail,cross"
     peers: Optional[str] = None
     inflight: Optional[int] = None  # messages in flight per rank (default: all at once)
+    command_line: str = "envmatrix bench"  # who holds the store's lock
 
 
 @dataclass(frozen=True)
@@ -76,6 +77,7 @@ def bench(request: BenchRequest, listener: Any = None,
     from envmatrix.config.resolve import ranks_elsewhere, resolve_backend
     from envmatrix.app.sweep import plan_sweep, run_sweep
     from envmatrix.engine import open_session, open_store_at
+    from envmatrix.store.lock import exclusive
 
     base, gpus, pins, catalog = prepare(request.overrides, request.allow_unknown_vars, request.baseline, request.tolerance,
                                         setups_optional=True)
@@ -92,7 +94,7 @@ def bench(request: BenchRequest, listener: Any = None,
     shaping = [plan_shaping(inp, launcher, pins, len(gpus)) for inp, launcher in inputs]
     run_dir = em_paths.run_dir(request.out, "bench")
     runs, code = [], 0
-    with open_store_at(run_dir) as store:
+    with exclusive(os.path.join(run_dir, em_paths.STORE_FILE), request.command_line), open_store_at(run_dir) as store:
         for (inp, launcher), plan in zip(inputs, shaping):  # one session per backend: its env and launcher follow it
             with open_session(inp, run_dir, pins, len(gpus), pool=True, launcher=launcher, store=store) as session:
                 planned = plan_sweep(inp)

@@ -50,6 +50,7 @@ class PairsRequest:
     out: Optional[str] = None
     allow_unknown_vars: bool = False
     rerun: bool = False
+    command_line: str = "envmatrix bench"  # who holds the store's lock
 
 
 @dataclass
@@ -169,6 +170,7 @@ def physical_links(links: dict[tuple[int, int], str], gpus: int,
 
 def _gpu_pairs(request: PairsRequest, listener: Any) -> PairsResult:
     from envmatrix.engine import open_store_at
+    from envmatrix.store.lock import exclusive
     from envmatrix.parsers.nvidia_topo import parse_topo_matrix
     from envmatrix.reporting.pairs_tables import gpu_cells
 
@@ -183,7 +185,7 @@ def _gpu_pairs(request: PairsRequest, listener: Any) -> PairsResult:
     setups = _setups(base, request, catalog)  # bad input stops here, before the run directory exists
     run_dir = em_paths.run_dir(request.out, "bench")
     matrices = []
-    with open_store_at(run_dir) as store:
+    with exclusive(os.path.join(run_dir, em_paths.STORE_FILE), request.command_line), open_store_at(run_dir) as store:
         for setup in setups:
             inp = dataclasses.replace(base, setups=(setup,))
             inp = dataclasses.replace(inp, probe=_bench_probe(inp, request, ["pair_uni", "pair_bidir", "pair_latency"],
@@ -253,6 +255,7 @@ def _host_grid(base: Any, request: PairsRequest) -> Grid:
 
 def _host_pairs(request: PairsRequest, listener: Any) -> PairsResult:
     from envmatrix.engine import open_store_at
+    from envmatrix.store.lock import exclusive
 
     base, gpus, pins, catalog = prepare(request.overrides, request.allow_unknown_vars, setups_optional=True)
     large, small = _sizes(request)
@@ -261,7 +264,7 @@ def _host_pairs(request: PairsRequest, listener: Any) -> PairsResult:
     setup = _setups(base, request, catalog)[0]
     base = dataclasses.replace(base, name="pairs-hosts", grids=(grid,), setups=(setup,))
     run_dir = em_paths.run_dir(request.out, "bench")
-    with open_store_at(run_dir) as store:
+    with exclusive(os.path.join(run_dir, em_paths.STORE_FILE), request.command_line), open_store_at(run_dir) as store:
         inp = dataclasses.replace(base, probe=_bench_probe(base, request, ["pair_uni", "pair_latency"], rounds,
                                                            large, small))
         p2p, _ = _run_one(inp, store, run_dir, pins, len(gpus), request, listener)
