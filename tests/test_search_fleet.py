@@ -115,6 +115,8 @@ def test_job_role_claim_defer_done_and_take_over():
     assert role(now=now + 100) == fleet.TAKE_OVER  # silent past the grace
     assert role(now=now + 100, beat={"claim": "c1", "t": now + 90}) == fleet.DEFER  # its heartbeat is fresh
     assert role(now=now + 100, beat={"claim": "c0", "t": now + 90}) == fleet.TAKE_OVER  # an older claim's beat
+    assert role(beat={"claim": "c1", "t": now, "released": "it was interrupted (Ctrl-C)"}) == fleet.TAKE_OVER
+    assert role(beat={"claim": "c0", "t": now, "released": "it was interrupted (Ctrl-C)"}) == fleet.DEFER  # not this claim
     assert role(held={**claim, "worker_host": me, "worker_pid": DEAD.pid}) == fleet.TAKE_OVER  # dead on this host
     assert role(result={"claim": "c1", "over": 9}) == fleet.DONE
     assert role(result={"claim": "c1", "over": 9}, finished=12) == fleet.TAKE_OVER  # trials added since

@@ -171,3 +171,23 @@ def test_a_worker_interrupted_mid_probe_hands_its_trial_back_itself(cli, tmp_pat
     (retry,) = study.get_trials(states=(TrialState.WAITING,))
     assert retry.user_attrs["retry_of"] == held.number and retry.system_attrs["fixed_params"] == held.params
     assert_no_processes(cli.marker)
+
+
+def test_a_confirmer_interrupted_mid_confirmation_lets_a_peer_on_another_host_take_over_at_once(cli, tmp_path, started):
+    from envmatrix.search import fleet
+    from envmatrix.search.study import Worker
+
+    url = f"sqlite:///{tmp_path / 'fleet.sqlite'}"
+    conf = fake_conf(tmp_path / "f.yaml")
+    victim = worker(cli, conf, url, tmp_path / "v", "search.sampler=random", "search.baseline=false", "--trials", "2",
+                    env={"FAKE_NCCL_SLEEP": "2"})
+    started.append(victim)
+    wait_for(lambda: fleet.study_system_attr(load_fleet(url), fleet.beat_key(fleet.CONFIRM_JOB)), "the confirmation's beat")
+    os.kill(victim.pid, signal.SIGINT)
+    log = victim.communicate(timeout=60)[0]
+    assert victim.returncode == 130 and "envmatrix: interrupted" in log, log
+    # a worker on another host cannot see the pid is gone; the claim's beat is fresh, yet the claim is free
+    elsewhere = fleet.claim(load_fleet(url), fleet.CONFIRM_JOB, Worker("elsewhere", 1, None), grace_s=300)
+    assert elsewhere.role.kind == fleet.TAKE_OVER, elsewhere.role
+    assert elsewhere.role.reason == f"worker {HOST}:{victim.pid} claimed it, but it was interrupted (Ctrl-C)"
+    assert_no_processes(cli.marker)

@@ -43,8 +43,12 @@ def once_per_study(study: Any, job: str, settings: Any, say: Callable[[str], Non
     if got.role.kind == fleet.TAKE_OVER:
         say(f"{what}: {got.role.reason}: this worker takes it over")
     fleet.beat(study, job, held)
-    with Heartbeat(lambda: fleet.beat(study, job, held), settings.heartbeat_interval_s):
-        result = work(worker)
+    try:
+        with Heartbeat(lambda: fleet.beat(study, job, held), settings.heartbeat_interval_s):
+            result = work(worker)
+    except KeyboardInterrupt:
+        fleet.release(study, job, held, "it was interrupted (Ctrl-C)")
+        raise
     return None if result is None else fleet.store_result(study, job, held, result)
 
 

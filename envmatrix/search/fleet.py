@@ -12,7 +12,8 @@ confirmation, the finished trials it ranked (``over``). A worker reads them (:fu
 - that result ranks fewer (trials were added since, e.g. a resumed study): it takes the claim over, runs the job again;
 - a claim without its result whose owner is alive: it defers (says who runs the job; app.search_confirm has a
   confirmation's deferrers read again until the verdict is written, which may then be stale or its owner dead);
-- such a claim whose owner is gone (same host, dead pid) or silent past ``heartbeat_grace_s``: it takes it over
+- such a claim whose owner is gone (same host, dead pid), released (:func:`release`: interrupted) or silent past
+  ``heartbeat_grace_s``: it takes it over
   (search.ownership.replace_study_attr: of several takers one wins).
 
 :func:`job_role` is pure; :func:`claim` reads and writes the study, starts nothing.
@@ -67,6 +68,8 @@ def job_role(held: Optional[Mapping[str, Any]], beat: Optional[Mapping[str, Any]
         if over >= finished:
             return Role(DONE, f"{who(held)} has done it" + (f" over {over} finished trials" if over else ""))
         return Role(TAKE_OVER, f"{who(held)} did it over {over} finished trials; the study now holds {finished}")
+    if beat and beat.get("claim") == held.get("id") and beat.get("released"):
+        return Role(TAKE_OVER, f"{who(held)} claimed it, but {beat['released']}")
     beat_t = beat.get("t") if beat and beat.get("claim") == held.get("id") else None
     attrs = {**held, "heartbeat": beat_t} if beat_t is not None else dict(held)
     stale = stale_reason(attrs, here, now, grace_s, held.get("at"))
@@ -116,6 +119,13 @@ def claim(study: Any, job: str, worker: Worker, grace_s: float, attempts: int = 
 def beat(study: Any, job: str, held: Mapping[str, Any]) -> None:
     """Refresh the liveness record of this worker's claim on ``job``."""
     study._storage.set_study_system_attr(study._study_id, beat_key(job), {"claim": held["id"], "t": time.time()})
+
+
+def release(study: Any, job: str, held: Mapping[str, Any], why: str) -> None:
+    """This worker stops without a result (``why``): its claim is free to take over at once, even for a worker on
+    another host, who cannot tell that its pid is gone and would wait out ``heartbeat_grace_s``."""
+    study._storage.set_study_system_attr(study._study_id, beat_key(job),
+                                         {"claim": held["id"], "t": time.time(), "released": why})
 
 
 def store_result(study: Any, job: str, held: Mapping[str, Any], result: Mapping[str, Any]) -> dict[str, Any]:
