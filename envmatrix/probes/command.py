@@ -40,6 +40,10 @@ class CommandProbe(Probe):
     def normalize(self, params: dict[str, Any], where: str, backend: str) -> dict[str, Any]:
         if not params.get("command") or not command_argv(params["command"]):
             raise ConfigError(f"{where}.command: missing; give the command each rank runs, e.g. probe.command='all_reduce_perf -b 8 -e 1M'")
+        argv = command_argv(params["command"])
+        if os.sep in argv[0] and not os.path.isabs(argv[0]):
+            # ranks start in the run's directory: the path is relative to where envmatrix was called
+            params["command"] = [os.path.abspath(argv[0]), *argv[1:]]
         params["forbid_transport"] = [str(t) for t in (params.get("forbid_transport") or [])]
         if params["forbid_transport"] and not params.get("nccl_debug"):
             params["nccl_debug"] = "INFO"
