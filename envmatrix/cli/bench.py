@@ -19,7 +19,7 @@ EXAMPLES = """examples:
   envmatrix bench --pairs gpus --setup baseline,no_p2p     # every GPU pair, P2P on and off, and their ratio
   envmatrix bench conf=my_hosts.yaml --pairs hosts         # host pairs in rounds: RTT, time, GB/s, iperf3; slow host
   envmatrix bench --grid 2x8 --peers rail,cross -b 8K -e 4M   # seed 002: rail-aligned vs cross-rail all-to-all
-  envmatrix bench conf=cluster.yaml --grid 2x1 -c p2p -b 64M -e 128M --backends gloo,nccl \
+  envmatrix bench conf=cluster.yaml --grid 2x1 -c p2p -b 64M -e 128M --backends gloo,nccl \\
       --network default --network b1:rate=1gbit               # seed 000's table (docs/network.md)"""
 
 

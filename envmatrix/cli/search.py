@@ -9,7 +9,7 @@ from typing import Any
 from envmatrix.cli.common import add_command, add_emulate_hosts_flag, make_console, print_outputs, request_from
 
 SEARCH_EXAMPLES = """examples:
-  envmatrix search conf=search_demo                        # TPE, SQLite study in reports/runs/<name>/
+  envmatrix search conf=search_demo                        # structured sampler, SQLite study in reports/runs/<name>/
   envmatrix search conf=search_h200 search.trials=40 search.sampler=random search.seed=3
   envmatrix search conf=search_h200 --trials 40 search.storage=postgresql://user@db/envmatrix search.study_name=h200
   envmatrix export --out reports/runs/search_demo          # best.sh, best_setup.yaml, tuner.csv

@@ -28,7 +28,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--queue", default=None, help="Slurm partition or PBS queue")
     p.add_argument("--output", default=None, help="job output file (default envmatrix-%%j.out / envmatrix.out)")
     p.add_argument("--directive", action="append", default=[], metavar="OPT", help="extra directive option (repeatable)")
-    p.add_argument("--script", default=None, metavar="PATH", help="where to write the script (default: a temp file)")
+    p.add_argument("--script", default=None, metavar="PATH",
+                   help="where to write the script (default: envmatrix-XXXXXXXX.sh in the current directory); it is kept")
     p.add_argument("--print", dest="print_only", action="store_true", help="print the script; submit nothing")
     p.add_argument("command", nargs=argparse.REMAINDER, help="sweep|bisect|search and its arguments (after --)")
     p.set_defaults(func=cmd_submit)
