@@ -191,3 +191,28 @@ def test_a_confirmer_interrupted_mid_confirmation_lets_a_peer_on_another_host_ta
     assert elsewhere.role.kind == fleet.TAKE_OVER, elsewhere.role
     assert elsewhere.role.reason == f"worker {HOST}:{victim.pid} claimed it, but it was interrupted (Ctrl-C)"
     assert_no_processes(cli.marker)
+
+
+def test_a_worker_silent_past_the_grace_finds_its_trial_failed_and_goes_on(cli, tmp_path, started):
+    url = f"sqlite:///{tmp_path / 'fleet.sqlite'}"
+    conf = fake_conf(tmp_path / "f.yaml")
+    args = (*QUICK, "search.baseline=false", "search.heartbeat_interval_s=0.5", "search.heartbeat_grace_s=3", "--trials", "6")
+    victim = worker(cli, conf, url, tmp_path / "v", *args, "search.seed=0", env={"FAKE_NCCL_SLEEP": "6"})
+    started.append(victim)
+    held = wait_for(lambda: [t for t in load_fleet(url).get_trials(states=(TrialState.RUNNING,))
+                             if t.user_attrs.get("worker_pid") == victim.pid and t.params], "the victim's probe")[0]
+    os.kill(victim.pid, signal.SIGSTOP)  # a stalled host: no heartbeat, its probe goes on
+    peers = [worker(cli, conf, url, tmp_path / f"w{i}", *args, f"search.seed={i}", env={"FAKE_NCCL_SLEEP": "0.3"})
+             for i in (1, 2)]
+    started.extend(peers)
+    wait_for(lambda: load_fleet(url).trials[held.number].state == TrialState.FAIL, "the peers to fail the silent trial")
+    os.kill(victim.pid, signal.SIGCONT)
+    logs = [p.communicate(timeout=180)[0] for p in (victim, *peers)]
+    assert [p.returncode for p in (victim, *peers)] == [0, 0, 0], logs[0][-3000:]
+    assert f"trial {held.number} was failed by another worker while this one probed (no heartbeat" in logs[0], logs[0]
+    study = load_fleet(url)
+    lost = study.trials[held.number]
+    assert lost.state == TrialState.FAIL and "no heartbeat" in lost.user_attrs["root_cause"], lost.user_attrs
+    assert not study.get_trials(states=(TrialState.RUNNING, TrialState.WAITING))
+    assert len(budget_trials(study)) == 6 and study.user_attrs["confirmation"]["over"] == 6
+    assert_no_processes(cli.marker)

@@ -427,6 +427,7 @@ def run_search(
     """Ask/tell until the study holds ``settings.trials`` trials (none of them still running on a peer, whose
     worker may yet die and leave it to be re-run), ``settings.budget_s`` is spent (checked before
     each ask: a trial under way finishes), the space is exhausted, or failures pass the limit."""
+    from optuna.exceptions import UpdateFinishedTrialError
     from optuna.trial import TrialState
 
     worker = worker or Worker.me()
@@ -495,15 +496,24 @@ def run_search(
                               f"worker {worker.host}:{worker.pid} was interrupted (Ctrl-C)")
                     raise
             stats.probed += 1
-        for key, value in outcome.attrs.items():
-            trial.set_user_attr(key, value)
-        if outcome.failed:
-            trial.set_user_attr("failure_class", outcome.failure_class or "unknown")
-            trial.set_user_attr("root_cause", outcome.root_cause or "")
-            study.tell(trial, state=TrialState.FAIL)
-            stats.failed += 1
-        else:
-            study.tell(trial, outcome.values)
+        try:
+            for key, value in outcome.attrs.items():
+                trial.set_user_attr(key, value)
+            if outcome.failed:
+                trial.set_user_attr("failure_class", outcome.failure_class or "unknown")
+                trial.set_user_attr("root_cause", outcome.root_cause or "")
+                study.tell(trial, state=TrialState.FAIL)
+            else:
+                study.tell(trial, outcome.values)
+        except (UpdateFinishedTrialError, ValueError):  # Optuna's refusals to write a finished trial
+            if study._storage.get_trial(trial._trial_id).state == TrialState.RUNNING:
+                raise
+            # this worker went silent past heartbeat_grace_s (a stalled host) and a peer failed the trial and
+            # re-enqueued its params: that retry is the trial now, this late result is dropped
+            log.warning("trial %d was failed by another worker while this one probed (%s); its result is dropped, "
+                        "the retry stands", trial.number, study._storage.get_trial(trial._trial_id).user_attrs.get("root_cause"))
+            continue
+        stats.failed += outcome.failed
         stats.told += 1
         notify("result", trial, outcome)
         failed, done = failure_rate(study)
