@@ -9,6 +9,7 @@ lines are transcribed from those launchers' messages. The end-to-end test cuts o
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -58,6 +59,27 @@ def test_mpirun_with_every_node_filled_is_a_launcher_failure_not_its_banner():
     assert "---" not in failure.line()
 
 
+def test_a_hostfile_mpirun_cannot_open_is_named_not_ortes_internal_error_boilerplate():
+    # recorded from this box's mpirun 4.1.4: the hostfile block is followed by "An internal error has occurred in
+    # ORTE ... This is something that should be reported to the developers.", whose last line was the root cause
+    failure = launcher_failure("mpirun", recorded("openmpi_hostfile_missing.txt"))
+    assert failure.host is None
+    assert failure.message.startswith("Open RTE was unable to open the hostfile: /tmp/hfx/gone.txt")
+    assert "reported to the developers" not in failure.line() and "---" not in failure.line()
+
+
+def test_a_bad_hostfile_parameter_names_the_file_and_the_parameter():
+    banner = "-" * 74 + "\n"
+    text = (banner + "Open RTE detected a bad parameter in the hostfile:\n    /h/hosts.txt\n"
+            "The slots parameter is less than 0:\n    slots=-1\n" + banner + banner
+            + "An internal error has occurred in ORTE:\n\n[[19381,0],0] FORCE-TERMINATE AT (null):1 - error "
+            "../../../../../orte/mca/ras/base/ras_base_allocate.c(352)\n\n"
+            "This is something that should be reported to the developers.\n" + banner)
+    failure = launcher_failure("mpirun", text)
+    assert failure.message == ("Open RTE detected a bad parameter in the hostfile: /h/hosts.txt "
+                               "The slots parameter is less than 0: slots=-1")
+
+
 def test_the_generic_root_cause_is_never_a_banner_line():
     from envmatrix.probes.rootcause import root_cause_line
 
@@ -100,4 +122,22 @@ def test_a_cut_link_in_a_four_host_run_is_a_launcher_error_naming_the_host(ns_cl
     assert result["root_cause"]["line"].startswith("mpirun failed on host node2: daemon on node2 could not open a TCP connection")
     assert {r["outcome"] for r in result["ranks"]} == {"launcher_error"}
     assert "mpirun failed on host node2" in proc.stdout and "-----" not in result["root_cause"]["line"]
+    assert_no_processes(cli.marker)
+
+
+@pytest.mark.skipif(shutil.which("mpirun") is None, reason="needs OpenMPI's mpirun")
+def test_a_hostfile_gone_at_launch_is_a_launcher_error_naming_it_with_the_real_mpirun(cli, tmp_path):
+    # hosts: name the nodes, so the hostfile is not read at plan time; mpirun is the first to find it missing
+    missing = tmp_path / "gone.txt"
+    conf = tmp_path / "m.yaml"
+    conf.write_text(yaml.safe_dump({
+        "name": "hostfile_gone", "backend": "gloo", "launcher": "mpirun", "grids": ["2x1"], "setups": {"base": {}},
+        "probe": {"timeout_s": 60, "collectives": ["allreduce"]},
+        "launcher_opts": {"mpirun": {"hosts": ["localhost", "127.0.0.1"], "hostfile": str(missing)}}}))
+    proc = cli.run("sweep", f"conf={conf}", "--out", str(tmp_path / "run"), timeout=120)
+    assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
+    result = json.loads((tmp_path / "run" / "results.json").read_text())["results"][0]
+    assert result["outcome"] == "launcher_error"
+    assert result["root_cause"]["line"].startswith(f"mpirun failed: Open RTE was unable to open the hostfile: {missing}")
+    assert f"unable to open the hostfile: {missing}" in proc.stdout and "reported to the developers" not in proc.stdout
     assert_no_processes(cli.marker)

@@ -47,6 +47,22 @@ _FILLED = "All nodes which are allocated for this job are already filled."
 # An ssh (or plm_rsh_agent) complaint printed before ORTE's banner: it is what names the host.
 _AGENT = re.compile(r"^(?:ssh|rsh|[\w.-]+ agent|bash|sh): .*?(?:host(?:name)?|node)\s+'?([\w.-]+)'?", re.IGNORECASE)
 _PERMISSION = re.compile(r"^(\S+): Permission denied \((.*)\)")
+# ORTE ends a failed allocation (a hostfile it cannot open or parse) with this block, whose last line is
+# "This is something that should be reported to the developers."; the block before it says what went wrong.
+_INTERNAL = "An internal error has occurred in ORTE"
+
+
+def _blocks(text: str) -> list[str]:
+    """The messages OpenMPI frames in ``-----`` banners, each as one line."""
+    blocks, current = [], []
+    for line in text.splitlines() + ["-" * 5]:
+        if is_banner(line):
+            if current:
+                blocks.append(" ".join(current))
+            current = []
+        elif line.strip():
+            current.append(line.strip())
+    return blocks
 
 
 def openmpi(text: str) -> Optional[tuple[Optional[str], str]]:
@@ -74,6 +90,9 @@ def openmpi(text: str) -> Optional[tuple[Optional[str], str]]:
                 return agent.group(1), f"{line.strip()} ({headline})"
         route = re.search(r"target node:\s*(\S+)", text)
         return (route.group(1) if route else None), headline
+    if _INTERNAL in text:
+        told = [block for block in _blocks(text) if not block.startswith(_INTERNAL)]
+        return None, (told[0] if told else _INTERNAL)
     return None
 
 
