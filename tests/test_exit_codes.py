@@ -39,6 +39,8 @@ def test_sweep_whose_only_non_passing_cells_are_unresolved_exits_3(cli, tmp_path
                       "probe: {name: command, timeout_s: 60, command: [sh, -c, 'exit $((125 * ENVMATRIX_SKIP))']}\n")
     done = cli.run("sweep", f"conf={conf}", "--out", str(tmp_path / "u"), "--allow-unknown-vars")
     assert done.returncode == 3, done.stdout + done.stderr
+    # the closing line says what the exit code means: an unresolved run is not counted as a failure
+    assert "1 passed, 0 failed, 1 unresolved (inconclusive), 0 not run;" in done.stdout, done.stdout
 
 
 def test_sweep_exit_code_table():

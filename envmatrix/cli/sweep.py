@@ -111,7 +111,12 @@ def print_sweep(console, done) -> None:
     console.print(matrix_tables(done.matrix, done.title, done.results))
     passed, failed, missing = done.matrix.counts
     slow = sum(r.outcome == "slow" for r in done.results)
+    # an unresolved run (probe exit 125) is inconclusive, not a failure: exit 3, not 1 (sweep_exit_code)
+    unresolved = sum(r.outcome == "unresolved" for r in done.results)
+    failed -= unresolved
     failed_text = f"{failed} failed ({slow} slow)" if slow else f"{failed} failed"
+    if unresolved:
+        failed_text += f", {unresolved} unresolved (inconclusive)"
     console.print(f"{passed} passed, {failed_text}, {missing} not run; store {done.store_path}")
     if done.inp.conditions:
         from envmatrix.reporting.conditions_tables import conditions_markdown
