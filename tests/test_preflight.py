@@ -60,6 +60,10 @@ def test_a_resumed_sweep_says_its_stored_failures_can_run_again_with_rerun(cli, 
     again = cli.run(*args)
     assert again.returncode == 1
     assert "2 already in the store (1 failed: --rerun runs them again)" in again.stdout, again.stdout
+    # --rerun measures the stored runs again: it says so (it said "2 runs, 0 already in the store")
+    rerun = cli.run(*args, "--rerun")
+    assert rerun.returncode == 1
+    assert "sweep: 2 runs, 2 already in the store run again (--rerun: new attempts, history kept)" in rerun.stdout, rerun.stdout
 
 
 def test_a_bad_input_sweep_starts_no_pool_server(cli, tmp_path):

@@ -21,6 +21,7 @@ class TrialProgress:
     total: int
     skipped: int = 0
     skipped_failed: int = 0  # of the skipped: stored results that did not pass (--rerun runs them again)
+    rerun: int = 0  # of the runs: stored ones measured again (--rerun)
     done: int = 0
     passed: int = 0
     failed: int = 0
@@ -113,9 +114,11 @@ def run_trials(session: Session, runs: Sequence[Run], *, rerun: bool = False, li
     when ``session.jobs`` allows. Results go to the store; ``listener`` hears start/run/result/end."""
     from envmatrix.planning.packing import pack_batches
 
-    done = set() if rerun else session.store.completed_keys(r.key for r in runs)
+    stored = session.store.completed_keys(r.key for r in runs)
+    done = set() if rerun else stored
     failed_before = sum(not r.passed for r in session.store.latest(run_keys=list(done))) if done else 0
-    progress = TrialProgress(total=len(runs), skipped=len(done), skipped_failed=failed_before)
+    progress = TrialProgress(total=len(runs), skipped=len(done), skipped_failed=failed_before,
+                             rerun=len(stored) if rerun else 0)
     notify = listener or (lambda *_: None)
     notify("start", progress, None)
     todo = [run for run in runs if run.key not in done]

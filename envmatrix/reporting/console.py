@@ -23,6 +23,7 @@ class Progress(Protocol):
     total: int
     skipped: int
     skipped_failed: int
+    rerun: int
     done: int
     passed: int
     failed: int
@@ -35,7 +36,9 @@ class Progress(Protocol):
 
 
 def resume_hint(p: Progress) -> str:
-    """What a resumed command says about the stored results it will not run again."""
+    """What a resumed command says about the stored results it will not run again (or, with --rerun, will)."""
+    if p.rerun:
+        return f"{p.rerun} already in the store run again (--rerun: new attempts, history kept)"
     failed = f" ({p.skipped_failed} failed: --rerun runs them again)" if p.skipped_failed else ""
     return f"{p.skipped} already in the store{failed}"
 
