@@ -58,7 +58,7 @@ def test_a_worker_stopped_mid_probe_leaves_its_peers_to_fill_the_budget(cli, tmp
     victim = worker(cli, conf, storage_url, tmp_path / "v", *quiet, "search.seed=0", env={"FAKE_NCCL_SLEEP": "60"})
     started.append(victim)
     held = wait_for(lambda: [t for t in load_fleet(storage_url).get_trials(states=(TrialState.RUNNING,))
-                             if t.user_attrs.get("worker_pid") == victim.pid and t.params], "the victim's probe")[0]
+                             if t.user_attrs.get("worker_pid") == victim.pid and t.user_attrs.get("setup")], "the victim's probe")[0]
     peers = [worker(cli, conf, storage_url, tmp_path / f"w{i}", *quiet, f"search.seed={i}", env={"FAKE_NCCL_SLEEP": "0.3"})
              for i in (1, 2)]
     started.extend(peers)
@@ -75,7 +75,7 @@ def test_a_worker_stopped_mid_probe_leaves_its_peers_to_fill_the_budget(cli, tmp
     assert lost.state == TrialState.FAIL and lost.user_attrs["failure_class"] == "worker_lost", lost.user_attrs
     retries = [t for t in study.trials if t.user_attrs.get("retry_of") == held.number]
     # the victim's params were measured again by a live peer, and the study holds the six trials asked for
-    assert [(t.state, t.params) for t in retries] == [(TrialState.COMPLETE, held.params)], logs
+    assert [(t.state, t.params) for t in retries] == [(TrialState.COMPLETE, lost.params)], logs
     assert len(budget_trials(study)) == 6
     assert study.user_attrs["confirmation"]["over"] == 6, logs
     assert_no_processes(cli.marker)
@@ -159,7 +159,7 @@ def test_a_worker_interrupted_mid_probe_hands_its_trial_back_itself(cli, tmp_pat
     victim = worker(cli, conf, url, tmp_path / "v", *QUICK, "search.baseline=false", "--trials", "3",
                     env={"FAKE_NCCL_SLEEP": "60"})
     started.append(victim)
-    held = wait_for(lambda: [t for t in load_fleet(url).get_trials(states=(TrialState.RUNNING,)) if t.params],
+    held = wait_for(lambda: [t for t in load_fleet(url).get_trials(states=(TrialState.RUNNING,)) if t.user_attrs.get("setup")],
                     "the victim's probe")[0]
     os.kill(victim.pid, signal.SIGINT)
     log = victim.communicate(timeout=60)[0]
@@ -169,7 +169,7 @@ def test_a_worker_interrupted_mid_probe_hands_its_trial_back_itself(cli, tmp_pat
     assert lost.state == TrialState.FAIL and lost.user_attrs["failure_class"] == "worker_lost", lost.user_attrs
     assert lost.user_attrs["root_cause"] == f"worker {HOST}:{victim.pid} was interrupted (Ctrl-C)"
     (retry,) = study.get_trials(states=(TrialState.WAITING,))
-    assert retry.user_attrs["retry_of"] == held.number and retry.system_attrs["fixed_params"] == held.params
+    assert retry.user_attrs["retry_of"] == held.number and retry.system_attrs["fixed_params"] == lost.params
     assert_no_processes(cli.marker)
 
 
@@ -200,7 +200,7 @@ def test_a_worker_silent_past_the_grace_finds_its_trial_failed_and_goes_on(cli, 
     victim = worker(cli, conf, url, tmp_path / "v", *args, "search.seed=0", env={"FAKE_NCCL_SLEEP": "6"})
     started.append(victim)
     held = wait_for(lambda: [t for t in load_fleet(url).get_trials(states=(TrialState.RUNNING,))
-                             if t.user_attrs.get("worker_pid") == victim.pid and t.params], "the victim's probe")[0]
+                             if t.user_attrs.get("worker_pid") == victim.pid and t.user_attrs.get("setup")], "the victim's probe")[0]
     os.kill(victim.pid, signal.SIGSTOP)  # a stalled host: no heartbeat, its probe goes on
     peers = [worker(cli, conf, url, tmp_path / f"w{i}", *args, f"search.seed={i}", env={"FAKE_NCCL_SLEEP": "0.3"})
              for i in (1, 2)]
