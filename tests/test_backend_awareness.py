@@ -118,7 +118,8 @@ def test_gloo_bisect_of_nccl_only_variables_is_refused_unless_allowed(cli, tmp_p
     assert refused.returncode == 2 and "--allow-ignored-vars" in refused.stderr and not (tmp_path / "o").exists()
     allowed = cli.run(*args, "--allow-ignored-vars")
     assert allowed.returncode == 0, allowed.stdout + allowed.stderr  # gloo ignores it: the env passes
-    assert "warning: backend gloo ignores NCCL_ALGO" in allowed.stderr
+    # prefixed as every other command's warnings are
+    assert "envmatrix: warning: backend gloo ignores NCCL_ALGO" in allowed.stderr, allowed.stderr
 
 
 @pytest.mark.parametrize("backend", ["auto", "gloo"])

@@ -124,7 +124,7 @@ def events(console: Any) -> Any:
         console.print(f"round {evidence.round}: {','.join(evidence.hosts)}: {evidence.verdict}{figure}"
                       + (f" ({result.outcome}: {cause})" if evidence.verdict != "ok" else ""), markup=False, soft_wrap=True)
 
-    return BisectEvents(warn=lambda line: print(line, file=sys.stderr), probe=probe, report=report, version=version,
+    return BisectEvents(warn=lambda line: print(f"envmatrix: {line}", file=sys.stderr), probe=probe, report=report, version=version,
                         host_round=host_round)
 
 
