@@ -192,3 +192,37 @@ def test_of_three_workers_recovering_one_dead_trial_exactly_one_fails_it_and_re_
         failed = studies[1].trials[lost.number]
         assert failed.state == TrialState.FAIL and failed.user_attrs["failure_class"] == "worker_lost"
         assert "is gone" in failed.user_attrs["root_cause"] and failed.datetime_complete is not None
+
+
+def test_a_trial_made_while_a_retry_waits_counts_the_retry(tmp_path, monkeypatch):
+    """A retry takes its number when a peer re-enqueues it and counts once a worker takes it; a worker that found no
+    waiting trial and then made a new one (numbered after the retry) must count the retry too, or that worker and the
+    retry's taker both run one and the study holds trials + 1 (seen in test_search_fleet_kill's silent-worker test)."""
+    import envmatrix.search.study as study_mod
+    from envmatrix.catalog import load_catalog
+    from envmatrix.search.objective import EvalOutcome
+    from envmatrix.search.ownership import _running
+    from envmatrix.search.space import parse_search_space
+    from envmatrix.search.study import SearchSettings, is_surplus, run_search
+
+    (study,) = shared(tmp_path, 1)
+    space = parse_search_space({"space": {"NCCL_ALGO": ["Ring", "Tree"], "NCCL_PROTO": "all"}}, load_catalog(), {}, "t: search")
+    real_ask, asked = study_mod.ask_owned, []
+
+    def ask_as_a_peer_re_enqueues(study_, owner):
+        asked.append(owner)
+        if len(asked) != 3:
+            return real_ask(study_, owner)
+        # this worker found nothing waiting; a peer re-enqueues a lost trial's params before this worker's trial is made
+        study_.enqueue_trial({"NCCL_ALGO": "Ring", "NCCL_PROTO": "LL"}, user_attrs={"retry_of": 0})
+        return optuna.trial.Trial(study_, study_._storage.create_new_trial(study_._study_id, template_trial=_running(owner)))
+
+    monkeypatch.setattr(study_mod, "ask_owned", ask_as_a_peer_re_enqueues)
+    settings = SearchSettings(trials=3, sampler="random", seed=0, storage=None, study_name="s", max_failure_rate=0.5,
+                              heartbeat_interval_s=0.1, heartbeat_grace_s=60.0, top_k=5, baseline=False, max_forbidden_streak=50)
+    run_search(study, space, [None], lambda n, setup: EvalOutcome([1.0]), settings, worker=Worker.me())
+    ran = len(study.get_trials(states=(TrialState.COMPLETE,)))
+    for _ in study.get_trials(states=(TrialState.WAITING,)):  # a peer takes what is left waiting
+        taken = real_ask(study, {**OWNER, "worker_pid": 1})
+        ran += not is_surplus(study, taken.number, settings.trials)
+    assert ran == 3

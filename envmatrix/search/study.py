@@ -366,10 +366,12 @@ Listener = Callable[[str, Any, Optional[EvalOutcome]], None]
 
 
 def counts_toward_budget(t: Any) -> bool:
-    """Finished or in-flight trials that are neither forbidden samples nor lost-worker casualties."""
+    """Finished, in-flight or queued trials that are neither forbidden samples nor lost-worker casualties. Queued
+    (WAITING, e.g. a lost trial's retry) counts: its number was given when it was enqueued, so a trial made after
+    that and judged by :func:`is_surplus` before a worker takes the retry must count it."""
     from optuna.trial import TrialState
 
-    if t.state not in (TrialState.COMPLETE, TrialState.FAIL, TrialState.RUNNING):
+    if t.state not in (TrialState.COMPLETE, TrialState.FAIL, TrialState.RUNNING, TrialState.WAITING):
         return False
     return not t.user_attrs.get("forbidden") and t.user_attrs.get("failure_class") != WORKER_LOST
 
@@ -442,7 +444,7 @@ def run_search(
             break
         trials = study.get_trials(deepcopy=False)
         in_budget = [t for t in trials if counts_toward_budget(t)]
-        if len(in_budget) >= settings.trials:
+        if len(in_budget) >= settings.trials and not any(t.state == TrialState.WAITING for t in in_budget):
             if not any(t.state == TrialState.RUNNING for t in in_budget):
                 stats.stop_reason = f"the study holds {len(in_budget)} trials (trials={settings.trials})"
                 break
