@@ -91,3 +91,15 @@ def test_bench_needs_no_setups_in_its_config(cli, tmp_path):
                    "--out", str(tmp_path / "b"))
     assert done.returncode == 0, done.stdout + done.stderr
     assert "(env) 1x2 pass" in done.stdout
+
+
+def test_bench_of_an_nccl_variable_on_gloo_warns_it_is_ignored_and_labels_the_setup_env(cli, tmp_path):
+    # sweep/search/bisect warn that gloo never reads NCCL_*; bench measured it silently as "(env+env)"
+    out = tmp_path / "g"
+    done = cli.run("bench", "backend=gloo", "--grid", "1x2", "-b", "1K", "-e", "1K", "-n", "1", "-w", "0",
+                   "-c", "allreduce", "--env", "NCCL_ALGO=Ring", "--env", "TORCH_DISTRIBUTED_DEBUG=OFF", "--out", str(out))
+    assert done.returncode == 0, done.stdout + done.stderr
+    warnings = [line for line in done.stderr.splitlines() if "warning" in line]
+    assert warnings == ["envmatrix: warning: backend gloo ignores NCCL_ALGO; results do not depend on them"], done.stderr
+    (report,) = out.glob("bench_*.md")
+    assert "envmatrix bench (env) on 1x2, gloo" in report.read_text() and "env+env" not in done.stdout

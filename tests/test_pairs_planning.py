@@ -105,3 +105,15 @@ def test_spec_carries_every_rank_plan():
     assert spec["cross"]["ranks"][0]["peers"] == [2, 3] and spec["rail"]["ranks"][0]["peers"] == [2]
     assert spec["rail"]["inflight"] == spec["cross"]["inflight"] == 1
     assert spec["rail"]["ranks"][1]["windows"] == [[[3], [3]], [[3], [3]]]
+
+
+def test_env_flags_name_the_setup_env_or_name_plus_env():
+    # bench and bench --pairs: without --setup the inherited env is "env" and stays so with --env (it said "env+env")
+    from envmatrix.app.bench import with_env
+    from envmatrix.env.atoms import Atom, Setup
+
+    ring = (Atom("NCCL_ALGO", value="Ring"),)
+    assert with_env(Setup("env"), ring, named=False) == Setup("env", ring)
+    tree = Setup("tree", (Atom("NCCL_ALGO", value="Tree"), Atom("NCCL_PROTO", value="LL")))
+    assert with_env(tree, ring, named=True) == Setup("tree+env", (Atom("NCCL_PROTO", value="LL"),) + ring)
+    assert with_env(tree, (), named=True) == tree

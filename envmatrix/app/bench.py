@@ -72,8 +72,11 @@ class BenchResult:
 
 
 def bench(request: BenchRequest, listener: Any = None,
-          on_run: Callable[[BenchRun], None] = lambda run: None) -> BenchResult:
-    """``on_run`` gets each backend's bench as it finishes (before the next backend starts)."""
+          on_run: Callable[[BenchRun], None] = lambda run: None,
+          warn: Callable[[str], None] = lambda line: None) -> BenchResult:
+    """``on_run`` gets each backend's bench as it finishes (before the next backend starts); ``warn`` the line about
+    set variables a backend never reads."""
+    from envmatrix.catalog.backends import check_varied
     from envmatrix.config.resolve import ranks_elsewhere, resolve_backend
     from envmatrix.app.sweep import plan_sweep, run_sweep
     from envmatrix.engine import open_session, open_store_at
@@ -90,6 +93,10 @@ def bench(request: BenchRequest, listener: Any = None,
     inputs = [prepare_bench(dataclasses.replace(base, backend=resolve_backend(
         b, len(gpus), b == "nccl" and not gpus and ranks_elsewhere(base.make_launcher()))), request, len(gpus), catalog)
         for b in backends]
+    for inp, _ in inputs:  # a bench measures the one setup it is given: warned, never refused
+        warning = check_varied(inp.backend, inp.setups[0].atoms, "bench", allow=True, probe=inp.probe.name)
+        if warning:
+            warn(warning)
     # a condition that cannot be applied is refused here, before anything is launched or written
     shaping = [plan_shaping(inp, launcher, pins, len(gpus)) for inp, launcher in inputs]
     run_dir = em_paths.run_dir(request.out, "bench")
@@ -180,6 +187,13 @@ def parse_env_flags(items: Sequence[str]) -> dict[str, str]:
     return env
 
 
+def with_env(base: Setup, extra: tuple, named: bool) -> Setup:
+    """``base`` with the --env atoms on top (theirs win); a ``named`` config setup becomes NAME+env. Without --setup
+    the base is the inherited env itself, named "env", and keeps that name ("env+env" said nothing)."""
+    atoms = tuple(a for a in base.atoms if a.var not in {e.var for e in extra}) + extra
+    return Setup(f"{base.name}+env" if extra and named else base.name, atoms)
+
+
 def peer_bench(peers: str, grid: Any, inflight: Optional[int]) -> dict[str, Any]:
     """``--peers rail,cross``: the peer all-to-all rows and the driver's plan of who sends what to whom on ``grid``
     (the ranks execute it as given and record it with each row)."""
@@ -199,9 +213,7 @@ def prepare_bench(inp: SweepInput, args: BenchRequest, gpus: int, catalog: Any) 
     from envmatrix.env.merge import caller_pins
 
     base = named_setup(inp, args.setup) if args.setup is not None else Setup("env")
-    extra = atoms_from_mapping(parse_env_flags(args.env), "--env")
-    atoms = tuple(a for a in base.atoms if a.var not in {e.var for e in extra}) + extra
-    setup = Setup(base.name if not extra else f"{base.name}+env", atoms)
+    setup = with_env(base, atoms_from_mapping(parse_env_flags(args.env), "--env"), named=args.setup is not None)
     catalog.validate_setup(setup, where="bench", allow_unknown=args.allow_unknown_vars)
     check_pins([setup], caller_pins(), "bench")
     grid = parse_grid(args.grid, "--grid") if args.grid is not None else (inp.grids[0] if inp.grids else auto_grids(gpus)[0])

@@ -96,7 +96,7 @@ def _sizes(request: PairsRequest) -> tuple[int, int]:
 
 
 def _setups(inp: Any, request: PairsRequest, catalog: Any) -> list[Setup]:
-    from envmatrix.app.bench import parse_env_flags
+    from envmatrix.app.bench import parse_env_flags, with_env
     from envmatrix.config.resolve import check_pins
     from envmatrix.env.merge import caller_pins
 
@@ -104,8 +104,7 @@ def _setups(inp: Any, request: PairsRequest, catalog: Any) -> list[Setup]:
     extra = atoms_from_mapping(parse_env_flags(request.env), "--env")
     out = []
     for base in bases:
-        atoms = tuple(a for a in base.atoms if a.var not in {e.var for e in extra}) + extra
-        setup = Setup(base.name if not extra else f"{base.name}+env", atoms)
+        setup = with_env(base, extra, named=bool(request.setups))
         catalog.validate_setup(setup, where="bench --pairs", allow_unknown=request.allow_unknown_vars)
         out.append(setup)
     check_pins(out, caller_pins(), "bench --pairs")

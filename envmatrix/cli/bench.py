@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from envmatrix.bench.timing import DEFAULT_TIMING, TIMINGS
@@ -76,7 +77,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if given:
         raise ConfigError(f"{given[0]} {getattr(args, given[0].lstrip('-').replace('-', '_'))}: only with --pairs; "
                           f"allowed: --pairs gpus|hosts {given[0]} ..., or drop {given[0]}")
-    done = bench(request_from(BenchRequest, args), LineProgress(console, "bench"), on_run=lambda run: print_bench(console, run))
+    done = bench(request_from(BenchRequest, args), LineProgress(console, "bench"), on_run=lambda run: print_bench(console, run),
+                 warn=lambda line: print(f"envmatrix: {line}", file=sys.stderr))
     if done.backends_report:
         console.print(right_aligned_table("backends side by side", *backends_table([r.result for r in done.runs])))
         console.print(f"report: {done.backends_report}")
