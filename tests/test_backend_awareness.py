@@ -45,6 +45,21 @@ def test_legend_marks_ignored_variables():
     assert legend_for(setups) == legend_for(setups, None) and "[ignored" not in str(legend_for(setups))
 
 
+def test_a_command_probes_legend_marks_nothing_ignored():
+    # docs/configuration.md: a command probe (nccl-tests, a script) reads NCCL_* whatever backend= says
+    from envmatrix.planning import Grid, plan_runs
+    from envmatrix.probes import get_probe
+    from envmatrix.reporting.matrix import build_matrix
+
+    setups = [Setup("base"), Setup("ring", (Atom("NCCL_ALGO", value="Ring"),))]
+    command = get_probe("command").spec({"timeout_s": 60, "command": ["true"]})
+    legend = dict(build_matrix(plan_runs(setups, [Grid(1, 1)], command, "gloo", "local"), []).legend)
+    assert legend["ring"] == "+NCCL_ALGO=Ring", legend
+    builtin = get_probe("builtin").spec({"timeout_s": 60})
+    legend = dict(build_matrix(plan_runs(setups, [Grid(1, 1)], builtin, "gloo", "local"), []).legend)
+    assert legend["ring"].endswith("[ignored by gloo: NCCL_ALGO]")
+
+
 def test_gloo_sweep_of_nccl_only_variables_stops_before_launching(cli, tmp_path):
     conf = write_conf(tmp_path / "g.yaml", "backend: gloo\ngrids: [1x2]\nsetups:\n  ring: {NCCL_ALGO: Ring}\n"
                       "  tree: {NCCL_ALGO: Tree, FI_PROVIDER: efa}\nprobe: {timeout_s: 60}\n")

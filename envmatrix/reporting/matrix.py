@@ -95,7 +95,10 @@ def build_matrix(runs: Sequence[Run], results: Sequence[ProbeResult], grid_order
         for (grid, column), res in cells.items()
         if res is not None and not res.passed
     ]
-    backend = runs[0].backend if runs else None
+    from envmatrix.catalog.backends import backend_governs
+
+    # a command probe (nccl-tests, a script) reads NCCL_* whatever the backend: nothing it is given is ignored
+    backend = runs[0].backend if runs and backend_governs(runs[0].probe.name) else None
     network = _network_legend(runs)
     legend = [(name, f"{text}; {network[name]}" if name in network else text)
               for name, text in legend_for(setups, backend)]
