@@ -5,13 +5,14 @@ is failed and its params run again, the baseline is measured once, and no proces
 import os
 import socket
 import signal
+import subprocess
 import time
 
 import pytest
 from optuna.trial import TrialState
 
 from conftest import assert_no_processes
-from search_helpers import fake_conf
+from search_helpers import fake_conf, search_argv
 from test_search_fleet_e2e import kill, load_fleet, storage_url, wait_paused, worker  # noqa: F401 - storage_url: fixture
 from test_search_postgres import postgres_url  # noqa: F401 - the fixture: a PostgreSQL server of this test's own
 
@@ -215,4 +216,23 @@ def test_a_worker_silent_past_the_grace_finds_its_trial_failed_and_goes_on(cli, 
     assert lost.state == TrialState.FAIL and "no heartbeat" in lost.user_attrs["root_cause"], lost.user_attrs
     assert not study.get_trials(states=(TrialState.RUNNING, TrialState.WAITING))
     assert len(budget_trials(study)) == 6 and study.user_attrs["confirmation"]["over"] == 6
+    assert_no_processes(cli.marker)
+
+
+def test_a_confirmer_that_finds_nothing_to_confirm_frees_its_claim(cli, tmp_path):
+    from envmatrix.search import fleet
+    from envmatrix.search.study import Worker
+
+    url = f"sqlite:///{tmp_path / 'fleet.sqlite'}"
+    conf = tmp_path / "failing.yaml"  # one combination, which the fake nccl-tests fails: no trial completes
+    conf.write_text(fake_conf(tmp_path / "f.yaml", forbid=False).read_text()
+                    .replace("space: {NCCL_ALGO: [Ring, Tree], NCCL_PROTO: all, NCCL_MAX_NCHANNELS: [2, 4, 8]}",
+                             "space: {NCCL_ALGO: [Tree], NCCL_PROTO: [LL128]}"))
+    done = subprocess.run(search_argv("search", f"conf={conf}", f"search.storage='{url}'", "search.study_name=fleet",
+                                      "search.baseline=false", "search.max_failure_rate=1", "--trials", "2",
+                                      "--out", str(tmp_path / "w1")), cwd=cli.cwd, env=cli.env, capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0 and "confirmation" not in load_fleet(url).user_attrs, done.stdout + done.stderr
+    # a waiting peer on another host cannot see the pid is gone: the claim must say it is free, not wait out the grace
+    elsewhere = fleet.claim(load_fleet(url), fleet.CONFIRM_JOB, Worker("elsewhere", 1, None), grace_s=300)
+    assert elsewhere.role.kind == fleet.TAKE_OVER and "found no completed trial to confirm" in elsewhere.role.reason, elsewhere.role
     assert_no_processes(cli.marker)

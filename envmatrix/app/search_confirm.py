@@ -14,11 +14,13 @@ from typing import Any, Callable, Optional
 
 
 def once_per_study(study: Any, job: str, settings: Any, say: Callable[[str], None], what: str, after: str,
-                   work: Callable[[Any], Optional[dict]], wait: bool = False) -> Optional[dict]:
+                   work: Callable[[Any], Optional[dict]], wait: bool = False,
+                   nothing: str = "nothing to do") -> Optional[dict]:
     """Run ``work(worker)`` when this worker wins ``job``'s claim (search.fleet) and store its result; else say who
     runs it (``after``: where its result will be) or return the result already stored. ``wait``: a claim another
     worker holds is waited on until its result is written and current (shown then), or its worker died, or the
-    study outgrew it (this worker takes it over then). None: another worker runs it, or ``work`` found nothing to do."""
+    study outgrew it (this worker takes it over then). None: another worker runs it, or ``work`` found ``nothing``
+    to do (the claim is released then: a worker waiting on it need not wait out the grace)."""
     from envmatrix.search import fleet
     from envmatrix.search.study import Heartbeat, Worker
 
@@ -49,7 +51,10 @@ def once_per_study(study: Any, job: str, settings: Any, say: Callable[[str], Non
     except KeyboardInterrupt:
         fleet.release(study, job, held, "it was interrupted (Ctrl-C)")
         raise
-    return None if result is None else fleet.store_result(study, job, held, result)
+    if result is None:  # freed: a worker waiting on this claim from another host would wait out heartbeat_grace_s
+        fleet.release(study, job, held, f"it found {nothing}")
+        return None
+    return fleet.store_result(study, job, held, result)
 
 
 def confirm_once(study: Any, space: Any, objectives: Any, evaluator: Any, settings: Any,
@@ -67,7 +72,7 @@ def confirm_once(study: Any, space: Any, objectives: Any, evaluator: Any, settin
     # make its verdict stale, and a confirmer that dies leaves none; the last worker standing confirms then
     return once_per_study(study, CONFIRM_JOB, settings, say, "confirmation",
                           "this worker waits for its verdict, which goes to the study, where `envmatrix export` reads it",
-                          work, wait=True)
+                          work, wait=True, nothing="no completed trial to confirm")
 
 
 def wait_for_running(study: Any, settings: Any, worker: Any, say: Callable[[str], None], poll_s: float = 1.0) -> None:
