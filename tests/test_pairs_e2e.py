@@ -68,6 +68,11 @@ def test_host_pairs_on_emulated_hosts_without_iperf3_say_not_installed(cli, tmp_
     table = [ln for ln in text.splitlines() if ln.startswith("| ") and "recv" not in ln]
     assert len(table) == 12  # every ordered pair of 4 hosts
     assert all(ln.split("|")[8].strip() == "not installed" for ln in table)  # the iperf3 column
+    # one start line for the p2p run and the 3 rounds, each run numbered among all 4 (it said "bench: 1 run, ..."
+    # and "[1/1]" four times); never a bare "exclude: " line
+    assert [ln for ln in done.stdout.splitlines() if ln.startswith("bench: ")] == ["bench: 4 runs, 0 already in the store"]
+    assert [ln.split("]")[0] for ln in done.stdout.splitlines() if ln.startswith("[")] == ["[1/4", "[2/4", "[3/4", "[4/4"]
+    assert re.search(r"^\s*exclude: \S", text, re.M) or "no host to exclude" in text, text
     assert_no_processes(cli.marker)
 
 

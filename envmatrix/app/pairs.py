@@ -120,6 +120,30 @@ def _bench_probe(inp: Any, request: PairsRequest, collectives: list[str], rounds
                                       **params}, "bench --pairs", inp.backend)
 
 
+class Steps:
+    """One progress over a pairs command's one-run sweeps (GPU pairs: a run per setup; host pairs: the p2p run, then
+    a run per round): the listener hears one start, one end and each result numbered among all ``total`` runs.
+
+    The start counts the stored runs of the first sweep only: the later runs' keys are not known before it ends."""
+
+    def __init__(self, listener: Any, total: int) -> None:
+        self.listener, self.total, self.step = listener, total, 0
+        self.before = {"done": 0, "skipped": 0, "passed": 0, "failed": 0}
+        self.started: Optional[float] = None
+
+    def __call__(self, event: str, progress: Any, result: Optional[ProbeResult]) -> None:
+        if event == "start":
+            self.step += 1
+            self.started = self.started if self.started is not None else progress.started
+        whole = dataclasses.replace(progress, total=self.total, started=self.started,
+                                    **{k: v + getattr(progress, k) for k, v in self.before.items()})
+        if event == "end":
+            self.before = {k: getattr(whole, k) for k in self.before}
+        if self.listener is not None and not (event == "start" and self.step > 1) and not (
+                event == "end" and self.step < self.total):
+            self.listener(event, whole, result)
+
+
 def _run_one(inp: Any, store: Any, run_dir: str, pins: Any, gpus: int, request: PairsRequest, listener: Any) -> tuple:
     from envmatrix.app.sweep import plan_sweep, run_sweep
     from envmatrix.config.resolve import check_grids_fit
@@ -184,6 +208,7 @@ def _gpu_pairs(request: PairsRequest, listener: Any) -> PairsResult:
     setups = _setups(base, request, catalog)  # bad input stops here, before the run directory exists
     run_dir = em_paths.run_dir(request.out, "bench")
     matrices = []
+    listener = Steps(listener, len(setups))
     with exclusive(os.path.join(run_dir, em_paths.STORE_FILE), request.command_line), open_store_at(run_dir) as store:
         for setup in setups:
             inp = dataclasses.replace(base, setups=(setup,))
@@ -263,6 +288,7 @@ def _host_pairs(request: PairsRequest, listener: Any) -> PairsResult:
     setup = _setups(base, request, catalog)[0]
     base = dataclasses.replace(base, name="pairs-hosts", grids=(grid,), setups=(setup,))
     run_dir = em_paths.run_dir(request.out, "bench")
+    listener = Steps(listener, 1 + len(rounds))
     with exclusive(os.path.join(run_dir, em_paths.STORE_FILE), request.command_line), open_store_at(run_dir) as store:
         inp = dataclasses.replace(base, probe=_bench_probe(base, request, ["pair_uni", "pair_latency"], rounds,
                                                            large, small))

@@ -39,7 +39,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Optional, Sequence
 
-from envmatrix.judgement.pairs import PairFigure, PairsJudgement, judge_pairs
+from envmatrix.judgement.pairs import PairFigure, PairsJudgement, exclude_line, judge_pairs
 from envmatrix.planning.hostlist import parse_host_list  # noqa: F401  (bisect --hosts reads its file with it)
 from envmatrix.planning.pairs import host_pair_rounds
 
@@ -104,7 +104,7 @@ class HostBisectResult:
 
     @property
     def exclude_line(self) -> str:
-        return "exclude: " + ",".join(self.exclude)
+        return exclude_line(self.exclude)
 
     def hostfile(self, slots: Optional[dict[str, Optional[int]]] = None) -> str:
         slots = slots or {}

@@ -46,6 +46,11 @@ class HostVerdict:
     certainty: str  # "sure", "likely", "cannot tell" (with why)
 
 
+def exclude_line(hosts: Sequence[str]) -> str:
+    """The hosts to leave out, as one ``exclude: h1,h2`` line (Slurm's --exclude); said plainly when there are none."""
+    return "exclude: " + ",".join(hosts) if hosts else "no host to exclude"
+
+
 @dataclass
 class PairsJudgement:
     pairs: list[PairVerdict]
@@ -58,7 +63,7 @@ class PairsJudgement:
 
     @property
     def exclude_line(self) -> str:
-        return "exclude: " + ",".join(self.slow_hosts)
+        return exclude_line(self.slow_hosts)
 
     def summary(self) -> str:
         if not any(p.slow for p in self.pairs):
