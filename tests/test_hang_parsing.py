@@ -270,3 +270,18 @@ def test_torch_waits_longer_than_the_driver_deadline_and_its_stack_request():
         # a rank that started waiting up to timeout_s before the deadline began still waits through the
         # deadline and the stack request after it (min(5, grace_s), engine.launch)
         assert waited >= 2 * timeout_s + min(5.0, grace_s), (timeout_s, waited)
+
+
+def test_the_docs_hang_example_cites_the_line_a_stalled_rank_sits_on():
+    # docs/hang-diagnosis.md shows the real root-cause line of a probe.stall run; the rank sleeps in stall_here,
+    # whose line moves as rank/main.py changes (the doc said main.py:94 while the sleep was at line 120)
+    import inspect
+    import re
+
+    from envmatrix.rank.main import stall_here
+
+    doc = (Path(__file__).parent.parent / "docs" / "hang-diagnosis.md").read_text()
+    (cited,) = re.findall(r"rank/main\.py:(\d+) in stall_here", doc)
+    lines, first = inspect.getsourcelines(stall_here)
+    (sleep,) = [first + i for i, text in enumerate(lines) if "time.sleep(" in text]
+    assert int(cited) == sleep, f"docs/hang-diagnosis.md cites rank/main.py:{cited}; the stalled rank sleeps at line {sleep}"
