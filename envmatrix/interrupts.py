@@ -10,19 +10,39 @@ that a KeyboardInterrupt in the main thread never reaches.
 
 from __future__ import annotations
 
+import signal
 import threading
+from typing import Optional
 
+# What stops a command with its cleanup: Ctrl-C, SIGTERM (kill, timeout, Slurm's scancel before its SIGKILL) and
+# SIGHUP (the terminal went away); each unwinds as a Ctrl-C does, so ranks, shaping and trials are cleaned up.
+SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 _pending = threading.Event()
+_first: list[int] = []
 
 
-def note() -> None:
-    """A Ctrl-C came (called from the signal handler)."""
+def note(signum: int = signal.SIGINT) -> None:
+    """An interrupting signal came (called from the signal handler); the first one is remembered."""
+    if not _first:
+        _first.append(signum)
     _pending.set()
+
+
+def noted_signal() -> Optional[str]:
+    """The name of the first interrupting signal noted and not yet answered (``SIGINT`` for a Ctrl-C)."""
+    return signal.Signals(_first[0]).name if _first else None
+
+
+def described() -> str:
+    """How the noted interruption reads to a user: ``Ctrl-C``, or the signal's name (``SIGTERM``)."""
+    name = noted_signal()
+    return "Ctrl-C" if name in (None, "SIGINT") else name
 
 
 def clear() -> None:
     """The command line has answered it."""
     _pending.clear()
+    _first.clear()
 
 
 def raise_pending() -> None:

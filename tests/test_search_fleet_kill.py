@@ -153,8 +153,10 @@ def test_a_confirmer_killed_after_its_peers_deferred_is_taken_over_by_a_peer(cli
     assert_no_processes(cli.marker)
 
 
-def test_a_worker_interrupted_mid_probe_hands_its_trial_back_itself(cli, tmp_path, started):
-    # peers on other hosts cannot see that its pid is gone: they would wait heartbeat_grace_s (300 s) for its retry
+@pytest.mark.parametrize("sig, said", [(signal.SIGINT, "Ctrl-C"), (signal.SIGTERM, "SIGTERM")], ids=["ctrl_c", "sigterm"])
+def test_a_worker_interrupted_mid_probe_hands_its_trial_back_itself(cli, tmp_path, started, sig, said):
+    # peers on other hosts cannot see that its pid is gone: they would wait heartbeat_grace_s (300 s) for its retry;
+    # SIGTERM is what Slurm's scancel sends a worker before its SIGKILL
     url = f"sqlite:///{tmp_path / 'fleet.sqlite'}"
     conf = fake_conf(tmp_path / "f.yaml")
     victim = worker(cli, conf, url, tmp_path / "v", *QUICK, "search.baseline=false", "--trials", "3",
@@ -162,13 +164,13 @@ def test_a_worker_interrupted_mid_probe_hands_its_trial_back_itself(cli, tmp_pat
     started.append(victim)
     held = wait_for(lambda: [t for t in load_fleet(url).get_trials(states=(TrialState.RUNNING,)) if t.user_attrs.get("setup")],
                     "the victim's probe")[0]
-    os.kill(victim.pid, signal.SIGINT)
+    os.kill(victim.pid, sig)
     log = victim.communicate(timeout=60)[0]
-    assert victim.returncode == 130 and "interrupted" in log, log
+    assert victim.returncode == 130 and ("interrupted" if sig == signal.SIGINT else "stopped by SIGTERM") in log, log
     study = load_fleet(url)
     lost = study.trials[held.number]
     assert lost.state == TrialState.FAIL and lost.user_attrs["failure_class"] == "worker_lost", lost.user_attrs
-    assert lost.user_attrs["root_cause"] == f"worker {HOST}:{victim.pid} was interrupted (Ctrl-C)"
+    assert lost.user_attrs["root_cause"] == f"worker {HOST}:{victim.pid} was interrupted ({said})"
     (retry,) = study.get_trials(states=(TrialState.WAITING,))
     assert retry.user_attrs["retry_of"] == held.number and retry.system_attrs["fixed_params"] == lost.params
     assert_no_processes(cli.marker)

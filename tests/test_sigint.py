@@ -82,6 +82,27 @@ def test_ctrl_c_stops_ranks_fast_exits_130_and_resume_completes(cli, tmp_path, l
     assert_no_processes(cli.marker)
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
+def test_sigterm_and_sighup_stop_the_sweep_as_ctrl_c_does(cli, tmp_path, sig):
+    """Slurm's scancel (SIGTERM, SIGKILL after KillWait), kill, timeout(1) and a closed terminal (SIGHUP) get the
+    Ctrl-C cleanup: ranks gone, exit 130 with the resume line naming the signal, the store consistent."""
+    flag = tmp_path / "go"
+    conf, out = _conf(tmp_path, flag, "local"), tmp_path / "o"
+    args = ("sweep", f"conf={conf}", "--out", str(out), "--allow-unknown-vars")
+    driver = cli.popen(*args)
+    _wait_for_slow_ranks(out, cli.marker)
+    t0 = time.monotonic()
+    driver.send_signal(sig)
+    output, _ = driver.communicate(timeout=60)
+    assert driver.returncode == 130 and time.monotonic() - t0 < LIMIT_S + MARGIN_S, output
+    (line,) = [l for l in output.splitlines() if l.startswith("envmatrix:")]
+    assert f"stopped by {sig.name}" in line and "resume with: envmatrix sweep" in line and "Traceback" not in output
+    assert_no_processes(cli.marker, wait_s=2.0)
+    with sqlite3.connect(out / "results.sqlite") as db:
+        assert db.execute("SELECT setup_name, outcome FROM results").fetchall() == [("quick", "pass")]
+
+
 def test_second_ctrl_c_leaves_at_once_when_cleanup_hangs(cli, tmp_path):
     script = (
         "import sys, time\n"

@@ -12,6 +12,8 @@ from __future__ import annotations
 import time
 from typing import Any, Callable, Optional
 
+from envmatrix import interrupts
+
 
 def once_per_study(study: Any, job: str, settings: Any, say: Callable[[str], None], what: str, after: str,
                    work: Callable[[Any], Optional[dict]], wait: bool = False,
@@ -49,7 +51,7 @@ def once_per_study(study: Any, job: str, settings: Any, say: Callable[[str], Non
         with Heartbeat(lambda: fleet.beat(study, job, held), settings.heartbeat_interval_s):
             result = work(worker)
     except KeyboardInterrupt:
-        fleet.release(study, job, held, "it was interrupted (Ctrl-C)")
+        fleet.release(study, job, held, f"it was interrupted ({interrupts.described()})")
         raise
     if result is None:  # freed: a worker waiting on this claim from another host would wait out heartbeat_grace_s
         fleet.release(study, job, held, f"it found {nothing}")

@@ -26,7 +26,7 @@ EXIT_CODES = """exit codes (the same for sweep, bench, bisect, search, diff):
   1    failures found: cells failed, culprits named, regressions
   2    usage or bad input: nothing launched or written
   3    inconclusive: flaky, probe budget spent, unresolved
-  130  interrupted (Ctrl-C); completed results stay in the store
+  130  interrupted (Ctrl-C, SIGTERM as scancel sends, SIGHUP); completed results stay in the store
   141  the reader of the output went away (e.g. `| head`): 128 + SIGPIPE, as for any writer
 """
 EXIT_PIPE_CLOSED = 141
@@ -63,9 +63,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
-    # First: a Ctrl-C while the parser is built (every command module imported: a few hundred ms) is an
-    # interruption like any other, not a KeyboardInterrupt traceback.
-    previous = _on_sigint(_first_interrupt)
+    # First: a Ctrl-C (or SIGTERM, SIGHUP) while the parser is built (every command module imported: a few hundred
+    # ms) is an interruption like any other, not a KeyboardInterrupt traceback.
+    previous = _on_signals(_first_interrupt)
     previous_hook, sys.unraisablehook = sys.unraisablehook, _unraisable
     try:
         return _run(argv, words)
@@ -75,10 +75,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"envmatrix: error: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
+        why = interrupts.noted_signal()
         interrupts.clear()
         # --rerun would measure everything again; resuming means the same command without it.
         resume = shlex.join(["envmatrix", *(w for w in words if w != "--rerun")])
-        print(f"envmatrix: interrupted; finished runs are in the store, resume with: {resume}", file=sys.stderr)
+        what = "interrupted" if why in (None, "SIGINT") else f"stopped by {why}"
+        print(f"envmatrix: {what}; finished runs are in the store, resume with: {resume}", file=sys.stderr)
         return EXIT_INTERRUPTED
     except BrokenPipeError:
         # `envmatrix ... | head`: the reader is gone; what is left to print goes nowhere (Python would otherwise
@@ -86,7 +88,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_PIPE_CLOSED
     finally:
-        _on_sigint(previous)
+        _restore(previous)
         sys.unraisablehook = previous_hook
         interrupts.clear()
 
@@ -118,8 +120,8 @@ def _first_interrupt(signum, frame):
     # leaves at once (ranks die with us through PR_SET_PDEATHSIG, the store is transactional).
     # Noted first: raised inside a finalizer, the KeyboardInterrupt below is dropped by CPython, and the run
     # loops raise it again from the note (envmatrix.interrupts).
-    interrupts.note()
-    _on_sigint(_second_interrupt)
+    interrupts.note(signum)
+    _on_signals(_second_interrupt)
     raise KeyboardInterrupt
 
 
@@ -135,8 +137,20 @@ def _second_interrupt(signum, frame):
     os._exit(EXIT_INTERRUPTED)
 
 
-def _on_sigint(handler):
-    try:
-        return signal.signal(signal.SIGINT, handler)
-    except (ValueError, TypeError):  # not the main thread, or no handler to restore
-        return None
+def _on_signals(handler) -> dict:
+    """``handler`` for every interrupting signal (interrupts.SIGNALS); returns the handlers it replaced."""
+    previous = {}
+    for sig in interrupts.SIGNALS:
+        try:
+            previous[sig] = signal.signal(sig, handler)
+        except (ValueError, TypeError):  # not the main thread
+            pass
+    return previous
+
+
+def _restore(previous: dict) -> None:
+    for sig, handler in previous.items():
+        try:
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+        except (ValueError, TypeError):
+            pass

@@ -197,30 +197,32 @@ def children_of(pids: Sequence[int]) -> list[int]:
 
 @contextlib.contextmanager
 def deferred_interrupt() -> Iterator[None]:
-    """Ctrl-C waits until the block is done: a process whose start (or reap) it interrupted would be known to
-    nobody, and no cleanup would kill its group (CI run 19: a rank interrupted inside Popen outlived the sweep and
-    left its grandchild). Afterwards the handler that was installed before gets the signal."""
+    """Ctrl-C (or SIGTERM, SIGHUP: interrupts.SIGNALS) waits until the block is done: a process whose start (or
+    reap) it interrupted would be known to nobody, and no cleanup would kill its group (CI run 19: a rank
+    interrupted inside Popen outlived the sweep and left its grandchild). Afterwards the handler that was installed
+    before gets the signal."""
     if threading.current_thread() is not threading.main_thread():
-        yield  # Python delivers SIGINT to the main thread only
+        yield  # Python delivers signals to the main thread only
         return
     caught: list[int] = []
-    previous = signal.signal(signal.SIGINT, lambda signum, _frame: caught.append(signum))
+    previous = {sig: signal.signal(sig, lambda signum, _frame: caught.append(signum)) for sig in interrupts.SIGNALS}
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous if previous is not None else signal.SIG_DFL)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
         if caught:
-            _deliver_sigint(previous)
+            _deliver(caught[0], previous[caught[0]])
 
 
-def _deliver_sigint(handler: Any) -> None:
+def _deliver(signum: int, handler: Any) -> None:
     # A Python handler is called here, synchronously: a re-sent signal is handled at some later bytecode, which
     # may be inside a finalizer, where CPython prints and drops the KeyboardInterrupt (CI run 23: the Ctrl-C
     # deferred during a rank's start was lost and the run went on to its timeout).
     if callable(handler):
-        handler(signal.SIGINT, None)
+        handler(signum, None)
     elif handler != signal.SIG_IGN:
-        os.kill(os.getpid(), signal.SIGINT)
+        os.kill(os.getpid(), signum)
 
 
 def exit_fd(proc: Any, opened: dict[int, int]) -> Optional[int]:

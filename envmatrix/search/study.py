@@ -30,7 +30,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional, Sequence
 
-from envmatrix import values
+from envmatrix import interrupts, values
 from envmatrix.config.schema import SEARCH_DEFAULTS
 from envmatrix.env.atoms import Setup
 from envmatrix.errors import ConfigError, EnvmatrixError, did_you_mean
@@ -495,7 +495,7 @@ def run_search(
                     outcome = evaluate(trial.number, setup)
                 except KeyboardInterrupt:  # handed back now: a peer on another host would wait heartbeat_grace_s
                     hand_back(study, study._storage.get_trial(trial._trial_id),
-                              f"worker {worker.host}:{worker.pid} was interrupted (Ctrl-C)")
+                              f"worker {worker.host}:{worker.pid} was interrupted ({interrupts.described()})")
                     raise
             stats.probed += 1
         try:
