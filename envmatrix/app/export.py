@@ -24,12 +24,15 @@ class ExportRequest:
 class ExportResult:
     paths: list[str]  # the files written, best.sh first
     notes: list[str]  # what could not be exported, and why
+    final: bool = True  # False: workers still ran trials or the confirmation (the files hold the best so far)
 
 
 def export(request: ExportRequest) -> ExportResult:
     optuna = require("optuna", "search", "envmatrix export")
 
+    from envmatrix.config.schema import SEARCH_DEFAULTS
     from envmatrix.search.export import write_exports
+    from envmatrix.search.fleet import open_work
     from envmatrix.search.study import make_storage, redact
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -67,5 +70,6 @@ def export(request: ExportRequest) -> ExportResult:
         raise ConfigError(f"export: no study {name!r} in {redact(url)}; allowed: {', '.join(names) or 'none'}")
     study = optuna.load_study(study_name=name, storage=storage)
     dest = request.dest or (os.path.join(os.path.abspath(request.out), "export") if request.out else "export")
-    paths, notes = write_exports(study, dest, request.objective)
-    return ExportResult(list(paths), list(notes))
+    pending = open_work(study, SEARCH_DEFAULTS["heartbeat_grace_s"])
+    paths, notes = write_exports(study, dest, request.objective, pending)
+    return ExportResult(list(paths), list(notes), final=not pending)

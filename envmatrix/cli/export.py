@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from envmatrix.cli.common import add_command, request_from
+from envmatrix.errors import EXIT_INCONCLUSIVE
 
 EXAMPLES = """examples:
   envmatrix export --out reports/runs/search_demo
@@ -33,4 +34,4 @@ def cmd_export(args: argparse.Namespace) -> int:
         print(f"wrote {path}")
     with open(done.paths[0]) as fh:
         print(fh.read(), end="")
-    return 0
+    return 0 if done.final else EXIT_INCONCLUSIVE

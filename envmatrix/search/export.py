@@ -213,16 +213,21 @@ def tuner_decision(study: Any, best: Optional[Any]) -> tuple[Optional[str], str]
     return text, f"tuner.csv written: the winner sets {', '.join(pinned)}"
 
 
-def write_exports(study: Any, dest: str, index: int = 0) -> tuple[list[str], list[str]]:
+def write_exports(study: Any, dest: str, index: int = 0, open_work: Sequence[str] = ()) -> tuple[list[str], list[str]]:
     """Write best.sh, best_setup.yaml and (when it applies) tuner.csv into ``dest``; returns (paths, notes).
 
-    "Keep the default" writes a best.sh that exports nothing and says why, and no setup or CSV.
+    "Keep the default" writes a best.sh that exports nothing and says why, and no setup or CSV. ``open_work``
+    (search.fleet.open_work): what the study's workers still do; the files then hold the best so far, and say so.
     """
     import os
 
     space, objectives, meta = study_meta(study)
     index = values.index("--objective", index, objectives, "objective")
     best, what, notes = export_decision(study, index)
+    if open_work:
+        notes = [f"not final, the study is still under way ({'; '.join(open_work)}): this is the best so far; "
+                 "export again once its workers are done"] + [n for n in notes if not n.startswith("not confirmed")]
+        what = f"{what}, NOT FINAL (the study was still under way)"
     head = f"envmatrix search: study {study.study_name}"
     grids = ", ".join(meta.get("grids", []))
     os.makedirs(dest, exist_ok=True)

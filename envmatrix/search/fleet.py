@@ -121,6 +121,27 @@ def beat(study: Any, job: str, held: Mapping[str, Any]) -> None:
     study._storage.set_study_system_attr(study._study_id, beat_key(job), {"claim": held["id"], "t": time.time()})
 
 
+def open_work(study: Any, grace_s: float) -> list[str]:
+    """What the study's workers have yet to do before its export is final, one phrase each: trials running or
+    queued, and a confirmation claimed and not written (or written over fewer trials than have finished since)."""
+    import socket
+
+    from optuna.trial import TrialState
+
+    out = []
+    running = len(study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)))
+    queued = len(study.get_trials(deepcopy=False, states=(TrialState.WAITING,)))
+    if running or queued:
+        out.append(f"{running} trials running and {queued} queued")
+    held = study_system_attr(study, claim_key(CONFIRM_JOB))
+    if held:  # no claim: the study never reached its confirmation, or has none (search.confirm_top_k=0)
+        role = job_role(held, study_system_attr(study, beat_key(CONFIRM_JOB)), study.user_attrs.get(CONFIRM_ATTR),
+                        finished_trials(study), socket.gethostname(), time.time(), grace_s)
+        if role.kind != DONE:
+            out.append(f"confirmation: {role.reason}")
+    return out
+
+
 def release(study: Any, job: str, held: Mapping[str, Any], why: str) -> None:
     """This worker stops without a result (``why``): its claim is free to take over at once, even for a worker on
     another host, who cannot tell that its pid is gone and would wait out ``heartbeat_grace_s``."""
