@@ -184,3 +184,22 @@ def test_tuner_rows_pick_fastest_per_size():
 ])
 def test_tuner_reads_nccl_per_function_algorithm(value, function, expected):
     assert _single(value, TUNER_ALGOS, function) == expected
+
+
+def test_trial_lines_say_unset_as_the_tables_do():
+    """The per-trial console line names a variable left to NCCL ``unset`` (the report's tables do), not ``None``."""
+    from rich.console import Console
+
+    from envmatrix.cli.search import TrialLines
+
+    study = optuna.create_study(direction="maximize")
+    trial = study.ask({"NCCL_ALGO": optuna.distributions.CategoricalDistribution([None, "Ring"]),
+                       "NCCL_PROTO": optuna.distributions.CategoricalDistribution([None, "LL"])})
+    trial = study._storage.get_trial(trial._trial_id)
+    console = Console(record=True, width=200)
+    nulls = {k: None for k in trial.params}
+    frozen = optuna.trial.FrozenTrial(number=3, state=TrialState.COMPLETE, value=1.0, datetime_start=None,
+                                      datetime_complete=None, params=nulls, distributions=trial.distributions,
+                                      user_attrs={}, system_attrs={}, intermediate_values={}, trial_id=0)
+    TrialLines(console)("result", frozen, EvalOutcome([12.5]))
+    assert console.export_text().strip() == "trial 3: NCCL_ALGO=unset NCCL_PROTO=unset -> 12.5"

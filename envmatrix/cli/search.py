@@ -80,7 +80,9 @@ class TrialLines:
     def __call__(self, event: str, trial: Any, outcome: Any) -> None:
         if event != "result":
             return
-        params = " ".join(f"{k}={v}" for k, v in trial.params.items())
+        from envmatrix.search.summary import params_line
+
+        params = params_line(trial)
         if outcome.failed:
             verdict = f"FAIL {outcome.failure_class}: {(outcome.root_cause or '')[:160]}"
         else:

@@ -36,8 +36,10 @@ def _fmt(v: Any) -> str:
     return str(v)
 
 
-def _params(t: Any, names: list[str]) -> str:
-    return " ".join(f"{n}={'unset' if t.params.get(n) is None else t.params.get(n)}" for n in names)
+def params_line(t: Any, names: Optional[list[str]] = None) -> str:
+    """``NAME=value`` for each searched variable of trial ``t`` (``names``: which, in order; default its own),
+    ``unset`` where the trial leaves the variable to NCCL."""
+    return " ".join(f"{n}={'unset' if t.params.get(n) is None else t.params.get(n)}" for n in (names or list(t.params)))
 
 
 def importances(study: Any, objectives: list, names: list[str]) -> Optional[Table]:
@@ -89,7 +91,7 @@ def build_report(study: Any, top_k: int = 10, storage_hint: str = "") -> SearchR
         rep.best_env = setup.shell_lines() or ["(inherited env only)"]
         rep.summary.append(f"best: trial {best.number}, " + ", ".join(f"{o.name} = {_fmt(v)}" for o, v in zip(objectives, best.values)))
         header = ["#", "trial", *[o.name for o in objectives], "fidelity", "params"]
-        rows = [[str(i), str(t.number), *[_fmt(v) for v in t.values], str(t.user_attrs.get(FIDELITY_ATTR, "-")), _params(t, names)]
+        rows = [[str(i), str(t.number), *[_fmt(v) for v in t.values], str(t.user_attrs.get(FIDELITY_ATTR, "-")), params_line(t, names)]
                 for i, t in enumerate(order[:top_k], 1)]
         rep.tables.append((f"top {min(top_k, len(order))} by {objectives[0].name}", (header, rows)))
         base = study.user_attrs.get(BASELINE_ATTR)
@@ -110,7 +112,7 @@ def build_report(study: Any, top_k: int = 10, storage_hint: str = "") -> SearchR
             rep.best_env = space.setup_of_params(winner.params).shell_lines() or ["(inherited env only)"]
     if len(objectives) > 1:
         front = sorted(study.best_trials, key=lambda t: t.number)
-        rows = [[str(t.number), *[_fmt(v) for v in t.values], _params(t, names)] for t in front]
+        rows = [[str(t.number), *[_fmt(v) for v in t.values], params_line(t, names)] for t in front]
         rep.tables.append((f"Pareto front ({len(front)} trials)", (["trial", *[o.name for o in objectives], "params"], rows)))
     imp = importances(study, list(objectives), varied(space))
     if imp is not None:
@@ -118,7 +120,7 @@ def build_report(study: Any, top_k: int = 10, storage_hint: str = "") -> SearchR
     fails = [t for t in trials if t.state == TrialState.FAIL and t.user_attrs.get("cached_from") is None]
     if fails:
         rows = [[str(t.number), str(t.user_attrs.get("failure_class", "?")), str(t.user_attrs.get("root_cause", ""))[:160],
-                 _params(t, names)] for t in fails]
+                 params_line(t, names)] for t in fails]
         rep.tables.append((f"failed trials ({len(fails)}; {sum(t.user_attrs.get('failure_class') == WORKER_LOST for t in fails)} lost workers)",
                            (["trial", "class", "root cause", "params"], rows)))
         regions = failing_regions(space, trials)
