@@ -203,3 +203,14 @@ def test_trial_lines_say_unset_as_the_tables_do():
                                       user_attrs={}, system_attrs={}, intermediate_values={}, trial_id=0)
     TrialLines(console)("result", frozen, EvalOutcome([12.5]))
     assert console.export_text().strip() == "trial 3: NCCL_ALGO=unset NCCL_PROTO=unset -> 12.5"
+
+
+@pytest.mark.parametrize("name", ["bruteforce", "tpe", "random", "structured"])
+def test_a_sampler_chosen_by_name_prints_no_optuna_experimental_warning(name):
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        from envmatrix.search.study import make_sampler
+
+        assert make_sampler(name, 0, 6, space()) is not None

@@ -124,7 +124,15 @@ def parse_settings(search: Mapping[str, Any], where: str, default_name: str, def
 def make_sampler(name: str, seed: int, space_size: int = 100, space: Optional[SearchSpace] = None) -> Any:
     """A seeded sampler. ``gp`` needs torch and scipy in the driver (Optuna's GPSampler);
     ``structured`` (envmatrix.search.structured) needs the space it plans over."""
-    return _SAMPLERS.get(name, "search.sampler")(seed, space_size, space)
+    import warnings
+
+    import optuna
+
+    factory = _SAMPLERS.get(name, "search.sampler")
+    with warnings.catch_warnings():
+        # the user picked the sampler by name: Optuna's notice that its interface may change is not theirs to act on
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        return factory(seed, space_size, space)
 
 
 def _structured(seed: int, space_size: int, space: Optional[SearchSpace]) -> Any:
