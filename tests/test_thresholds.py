@@ -99,6 +99,31 @@ def test_unmeasured_expectation_is_shown_not_slow():
     assert r.outcome == PASS and r.thresholds[0]["met"] is None and "not measured" in r.thresholds[0]["line"]
 
 
+def test_expectations_the_bench_never_measures_are_warned_of():
+    from envmatrix.bench.expect import unmeasured_warning
+
+    exps = parse_expect({"allreduce": {"64K": {"busbw_gbps": 1}}, "alltoall": {"1M": {"busbw_gbps": 1}}}, "x.yaml")
+    bench = {"collectives": ["allreduce"], "sizes": [16384, 65536]}
+    assert unmeasured_warning(exps, None, "builtin") == (
+        "warning: expect: 2 expectations, but probe.bench is not set, so the probe measures nothing and none is judged;"
+        " add probe.bench (its collectives and sizes) to judge them")
+    assert unmeasured_warning(exps, bench, "builtin") == (
+        "warning: expect: alltoall 1M is not measured by probe.bench (allreduce at 16K-64K), so it judges nothing;"
+        " allowed: a collective and size the bench sweeps")
+    assert unmeasured_warning(exps[:1], bench, "builtin") is None
+    assert unmeasured_warning(exps, None, "command") is None  # nccl-tests' own sizes are known only when it runs
+    assert unmeasured_warning((), None, "builtin") is None
+
+
+@pytest.mark.slow
+def test_a_sweep_whose_probe_measures_nothing_says_its_expectations_judge_nothing(cli, tmp_path):
+    conf = write_conf(tmp_path / "x.yaml", (BENCH_CONF % "  allreduce:\n    64K: {busbw_gbps: 100000}").replace(
+        "  bench: {collectives: [allreduce], min_bytes: 64K, max_bytes: 64K, iters: 3, warmup: 1}\n", "  timeout_s: 60\n"))
+    done = cli.run("sweep", f"conf={conf}", "--out", str(tmp_path / "out"))
+    assert done.returncode == 0, done.stdout + done.stderr  # nothing measured, so nothing is slow: said, not hidden
+    assert "envmatrix: warning: expect: 1 expectation, but probe.bench is not set" in done.stderr, done.stderr
+
+
 def test_tolerance_forms():
     assert parse_percent("10%", "--tolerance") == 10.0 and parse_percent("2.5", "--tolerance") == 2.5
     assert parse_percent("0.05", "--tolerance") == pytest.approx(5.0) and parse_percent("0%", "--tolerance") == 0.0

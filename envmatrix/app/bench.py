@@ -76,6 +76,7 @@ def bench(request: BenchRequest, listener: Any = None,
           warn: Callable[[str], None] = lambda line: None) -> BenchResult:
     """``on_run`` gets each backend's bench as it finishes (before the next backend starts); ``warn`` the line about
     set variables a backend never reads."""
+    from envmatrix.bench.expect import unmeasured_warning
     from envmatrix.catalog.backends import check_varied
     from envmatrix.config.resolve import ranks_elsewhere, resolve_backend
     from envmatrix.app.sweep import plan_sweep, run_sweep
@@ -97,6 +98,10 @@ def bench(request: BenchRequest, listener: Any = None,
         warning = check_varied(inp.backend, inp.setups[0].atoms, "bench", allow=True, probe=inp.probe.name)
         if warning:
             warn(warning)
+    first = inputs[0][0]  # the bench flags (-c, -b, -e) set what is measured, the same for every backend
+    unjudged = unmeasured_warning(first.expectations, first.probe.params.get("bench"), first.probe.name)
+    if unjudged:
+        warn(unjudged)
     # a condition that cannot be applied is refused here, before anything is launched or written
     shaping = [plan_shaping(inp, launcher, pins, len(gpus)) for inp, launcher in inputs]
     run_dir = em_paths.run_dir(request.out, "bench")

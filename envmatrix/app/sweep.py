@@ -79,6 +79,7 @@ class SweepResult:
 def sweep(request: SweepRequest, listener: Optional[Listener] = None,
           warn: Callable[[str], None] = lambda line: None) -> SweepPlan | SweepResult:
     """``warn`` gets the line about varied variables the backend never reads; ``listener`` each run's progress."""
+    from envmatrix.bench.expect import unmeasured_warning
     from envmatrix.catalog.backends import check_varied
     from envmatrix.execution.pool import WarmPool, likely_ranks
     from envmatrix.planning.packing import parse_jobs
@@ -102,6 +103,9 @@ def sweep(request: SweepRequest, listener: Optional[Listener] = None,
                            probe=inp.probe.name)
     if warning:
         warn(warning)
+    unjudged = unmeasured_warning(inp.expectations, inp.probe.params.get("bench"), inp.probe.name)
+    if unjudged:
+        warn(unjudged)
     runs = plan_sweep(inp)
     if request.json and not request.dry_run:
         raise ConfigError("--json: only with --dry-run; allowed: --dry-run --json")

@@ -7,7 +7,7 @@ envmatrix.judgement.thresholds judges results against it and builds it from a re
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Mapping, Optional, Sequence
 
 from envmatrix.results import ProbeResult
 
@@ -30,3 +30,25 @@ class Expectation:
     def applies_to(self, result: ProbeResult) -> bool:
         return all(want in (None, have) for want, have in
                    ((self.grid, result.grid), (self.setup, result.setup_name), (self.backend, result.backend)))
+
+
+def unmeasured_warning(expectations: Sequence[Expectation], bench: Any, probe: str) -> Optional[str]:
+    """The warning line when some of the config's expectations can never be judged: the builtin probe has no bench,
+    or its bench never measures that collective at that size (they would be stored as "not measured" and pass).
+    None when all are measured, or when the probe's output is known only once it runs (a command probe)."""
+    from envmatrix.bench.sizes import format_size
+
+    if probe != "builtin" or not expectations:
+        return None
+    if not isinstance(bench, Mapping):
+        some = "1 expectation" if len(expectations) == 1 else f"{len(expectations)} expectations"
+        return (f"warning: expect: {some}, but probe.bench is not set, so the probe measures nothing and none is "
+                "judged; add probe.bench (its collectives and sizes) to judge them")
+    missed = [e for e in expectations if e.collective not in bench["collectives"] or e.size_bytes not in bench["sizes"]]
+    if not missed:
+        return None
+    first = missed[0]
+    more = f" (and {len(missed) - 1} more)" if len(missed) > 1 else ""
+    return (f"warning: expect: {first.collective} {format_size(first.size_bytes)}{more} is not measured by probe.bench "
+            f"({', '.join(bench['collectives'])} at {format_size(min(bench['sizes']))}-{format_size(max(bench['sizes']))}),"
+            " so it judges nothing; allowed: a collective and size the bench sweeps")
