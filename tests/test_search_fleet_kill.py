@@ -51,6 +51,13 @@ def wait_for(predicate, what, timeout_s=120.0):
     raise AssertionError(f"timed out waiting for {what}")
 
 
+def all_done(procs, url):
+    """The workers' logs once each has exited 0, and the study they leave."""
+    logs = [p.communicate(timeout=240)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0] * len(procs), logs
+    return logs, load_fleet(url)
+
+
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["ctrl_c", "sigkill"])
 def test_a_worker_stopped_mid_probe_leaves_its_peers_to_fill_the_budget(cli, tmp_path, storage_url, sig, started):
     conf = fake_conf(tmp_path / "f.yaml")
@@ -68,9 +75,7 @@ def test_a_worker_stopped_mid_probe_leaves_its_peers_to_fill_the_budget(cli, tmp
     os.kill(victim.pid, sig)
     victim_log = victim.communicate(timeout=60)[0]
     assert victim.returncode == (130 if sig == signal.SIGINT else -signal.SIGKILL), victim_log
-    logs = [p.communicate(timeout=180)[0] for p in peers]
-    assert [p.returncode for p in peers] == [0, 0], logs
-    study = load_fleet(storage_url)
+    logs, study = all_done(peers, storage_url)
     assert not study.get_trials(states=(TrialState.RUNNING, TrialState.WAITING)), "\n".join(logs)
     lost = study.trials[held.number]
     assert lost.state == TrialState.FAIL and lost.user_attrs["failure_class"] == "worker_lost", lost.user_attrs
@@ -95,10 +100,8 @@ def test_a_baseline_claimer_killed_after_its_peers_deferred_is_taken_over_by_a_p
     # both peers are past their baseline step (a live worker holds the claim: they deferred) and into their trials
     wait_for(lambda: {p.pid for p in peers} <= {t.user_attrs.get("worker_pid") for t in load_fleet(url).trials}, "both peers' trials")
     assert "paused at baseline_claimed" in kill(victim)
-    logs = [p.communicate(timeout=180)[0] for p in peers]
-    assert [p.returncode for p in peers] == [0, 0], logs
+    logs, study = all_done(peers, url)
     assert all(f"baseline: worker {HOST}:{victim.pid} has claimed it" in log for log in logs), logs
-    study = load_fleet(url)
     # the default env was measured once, by a peer that took the dead worker's claim over
     baseline = study.user_attrs.get("baseline")
     assert baseline and baseline["by"] in {f"worker {HOST}:{p.pid}" for p in peers}, logs
@@ -125,9 +128,7 @@ def test_trials_added_while_the_confirmation_runs_are_confirmed_before_the_fleet
     wait_for(lambda: confirmation_claim(url), "the first worker's confirmation claim")
     second = worker(cli, conf, url, tmp_path / "w2", *args, "search.seed=2", "--trials", "6")
     started.append(second)
-    logs = [p.communicate(timeout=240)[0] for p in (first, second)]
-    assert [p.returncode for p in (first, second)] == [0, 0], logs
-    study = load_fleet(url)
+    logs, study = all_done((first, second), url)
     assert len(budget_trials(study)) == 6
     # the verdict export reads ranks all six trials, not the four there were when the first confirmation began
     assert study.user_attrs["confirmation"]["over"] == 6, logs
@@ -145,10 +146,9 @@ def test_a_confirmer_killed_after_its_peers_deferred_is_taken_over_by_a_peer(cli
     started.extend(peers)
     time.sleep(12)  # both peers find the study full and the confirmation claimed by a live worker
     assert "paused at confirm_claimed" in kill(victim)
-    logs = [p.communicate(timeout=180)[0] for p in peers]
-    assert [p.returncode for p in peers] == [0, 0], logs
+    logs, study = all_done(peers, url)
     assert all(f"confirmation: worker {HOST}:{victim.pid} has claimed it" in log for log in logs), logs
-    verdict = load_fleet(url).user_attrs.get("confirmation")
+    verdict = study.user_attrs.get("confirmation")
     assert verdict and verdict["by"] in {f"worker {HOST}:{p.pid}" for p in peers} and verdict["over"] == 4, logs
     assert_no_processes(cli.marker)
 
