@@ -12,10 +12,17 @@ from dataclasses import dataclass
 from typing import Iterator, Optional
 
 from pyroute2 import IPRoute
+from pyroute2 import config as pyroute2_config
 from pyroute2 import netns as pyroute2_netns
 from pyroute2.netlink.exceptions import NetlinkError
 
 from envmatrix.errors import EnvmatrixError
+
+# A socket in a named namespace comes from a forked child that pyroute2 stops with SIGTERM once the socket is
+# handed over. With the driver's handler (the command line's raises KeyboardInterrupt) that child unwound the
+# driver's stack copy: its cleanups ran there (shaping undone, namespaces removed under the running parent) and it
+# printed 'stopped by SIGTERM'. The child takes the default action instead.
+pyroute2_config.disable_mp_signal = True
 
 NETNS_DIR = "/run/netns"  # where `ip netns` and pyroute2 keep named namespaces (/var/run is a link to /run)
 
