@@ -141,3 +141,21 @@ def test_a_hostfile_gone_at_launch_is_a_launcher_error_naming_it_with_the_real_m
     assert result["root_cause"]["line"].startswith(f"mpirun failed: Open RTE was unable to open the hostfile: {missing}")
     assert f"unable to open the hostfile: {missing}" in proc.stdout and "reported to the developers" not in proc.stdout
     assert_no_processes(cli.marker)
+
+
+def test_a_grid_wider_than_the_hostfiles_slots_is_refused_before_anything_runs(cli, tmp_path):
+    # mpirun --hostfile --map-by ppr:P:node refuses P above a host's slots= only at launch ('not enough slots'):
+    # a launcher_error, exit 1 and a run dir, for what the hostfile said at plan time
+    hostfile = tmp_path / "hosts.txt"
+    hostfile.write_text("node0 slots=3\nnode1 slots=2\nnode2 slots=3\n")
+    conf = tmp_path / "m.yaml"
+    conf.write_text(yaml.safe_dump({
+        "name": "slots", "backend": "gloo", "launcher": "mpirun", "grids": ["2x3"], "setups": {"base": {}},
+        "probe": {"timeout_s": 60, "collectives": ["allreduce"]},
+        "launcher_opts": {"mpirun": {"hostfile": str(hostfile)}}}))
+    proc = cli.run("sweep", f"conf={conf}", "--out", str(tmp_path / "run"), timeout=60)
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert proc.stderr.strip().splitlines() == [
+        f"envmatrix: error: grids: 2x3 puts 3 ranks on node1 but launcher_opts.mpirun.hostfile {hostfile} gives it "
+        "slots=2; allowed: grids with ppn <= 2 on 2 nodes"]
+    assert not (tmp_path / "run").exists()
