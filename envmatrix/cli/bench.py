@@ -71,6 +71,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
     console = make_console()
     if args.pairs:
+        # bench's own flags a pairs run does not take: said, not ignored (--network would read as shaped pairs)
+        for flag, value in (("--network", args.network), ("--peers", args.peers), ("--inflight", args.inflight),
+                            ("--backends", args.backends), ("--baseline", args.baseline)):
+            if value:
+                raise ConfigError(f"{flag}: not with --pairs {args.pairs} (it measures its own pairs, unshaped, on "
+                                  f"the config's backend); allowed: drop {flag}, or bench without --pairs")
         return cmd_pairs(args, console)
     # the pair flags are absent unless given (their defaults are the pairs request's): said, not ignored
     given = [flag for flag in PAIR_FLAGS if flag.lstrip("-").replace("-", "_") in vars(args)]
