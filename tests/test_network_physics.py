@@ -125,6 +125,24 @@ def test_seed_001_blocks_columns_size_by_nodes():
     assert cell.check.bound_s == pytest.approx(0.859, abs=1e-3) and cell.check.verdict == physics.OK
 
 
+def test_sizes_rounded_to_the_rank_count_share_the_requested_sizes_column():
+    # ps_sharded's buffer is a whole number of elements per rank: 4M over 3 ranks ran as 4194300 bytes, 16M as
+    # 16777212 (3 ranks) and 16777200 (5); the block read '4194300B 3 nodes | ... | 16777200B 5 nodes | 16777212B
+    # 3 nodes' beside allreduce's '4M 3 nodes | 4M 5 nodes | 16M 3 nodes | 16M 5 nodes' (held-out audit, 3/5 hosts)
+    sizes = {"3x1": (4194300, 16777212), "5x1": (4194300, 16777200)}
+    results = []
+    for grid, (small, large) in sizes.items():
+        results.append(_result("default", "unshaped", None, grid, "gloo",
+                               [_row("allreduce", 4 * MIB, 0.01), _row("allreduce", 16 * MIB, 0.04),
+                                _row("ps_sharded", small, 0.02), _row("ps_sharded", large, 0.08)]))
+    blocks = pattern_blocks(results)
+    assert [b.labels for b in blocks] == [["4M 3 nodes", "4M 5 nodes", "16M 3 nodes", "16M 5 nodes"]] * 2
+    sharded = blocks[1]
+    assert [sharded.cell("default", col).size_bytes for col in sharded.columns] == [4194300, 4194300, 16777212, 16777200]
+    rows = list(csv.DictReader(io.StringIO(conditions_csv(results))))
+    assert {r["size_bytes"] for r in rows if r["pattern"] == "ps_sharded"} == {"4194300", "16777212", "16777200"}
+
+
 @pytest.mark.slow  # matplotlib's import and an SVG per pattern: seconds on 2 busy cores
 def test_html_report_has_the_conditions_section_with_a_plot_per_pattern(tmp_path):
     from envmatrix.reporting.html import render_html
