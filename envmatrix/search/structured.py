@@ -205,7 +205,9 @@ def make_structured_sampler(values: Sequence[Sequence[Optional[str]]], names: Se
     layout = Layout.of(values)
 
     def plan(measured: dict[Row, Score], pending: list[Row], failed: set[Row], number: int) -> Optional[Row]:
-        return next_row(layout, measured, pending, forbidden, seed + number)
+        # seeded by the rows taken, not the trial number: a killed worker's lost trial and its retry take two
+        # numbers for one row, and a resumed study must expand as an uninterrupted one does
+        return next_row(layout, measured, pending, forbidden, seed + len(set(measured) | set(pending)))
 
     return make_plan_sampler("StructuredSampler", values, names, seed, plan, pruned_teaches=True)
 
