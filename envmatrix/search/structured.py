@@ -226,13 +226,20 @@ def make_plan_sampler(name: str, values: Sequence[Sequence[Optional[str]]], name
 
     index = {n: k for k, n in enumerate(names)}
 
-    def rows_of(study: Any, trial: Any) -> tuple[dict[Row, Score], list[Row], set[Row]]:
+    def rows_of(study: Any, trial: Any) -> tuple[dict[Row, Score], list[Row], set[Row], list[int]]:
+        """Measured, pending and failed rows, and the numbers of earlier trials in flight whose row is not stored
+        yet (a peer asked just before us: Optuna writes a trial's params one suggest at a time)."""
         sign = 1.0 if study.directions[0] == optuna.study.StudyDirection.MAXIMIZE else -1.0
         measured: dict[Row, Score] = {}
         failed: set[Row] = set()
         pending: list[Row] = []
+        unplaced: list[int] = []
         for t in sorted(study.get_trials(deepcopy=False), key=lambda t: t.number):
-            if t.number == trial.number or len(t.params) != len(names):
+            if t.number == trial.number:
+                continue
+            if len(t.params) != len(names):
+                if t.number < trial.number and t.state == TrialState.RUNNING:
+                    unplaced.append(t.number)
                 continue
             try:
                 row = tuple(list(values[index[n]]).index(t.params[n]) for n in names)
@@ -248,7 +255,7 @@ def make_plan_sampler(name: str, values: Sequence[Sequence[Optional[str]]], name
                 measured.setdefault(row, None)
             elif t.state in (TrialState.RUNNING, TrialState.WAITING):
                 pending.append(row)
-        return measured, pending, failed
+        return measured, pending, failed, unplaced
 
     class _PlanSampler(optuna.samplers.BaseSampler):
         def __init__(self) -> None:
@@ -263,7 +270,12 @@ def make_plan_sampler(name: str, values: Sequence[Sequence[Optional[str]]], name
 
         def sample_independent(self, study: Any, trial: Any, param_name: str, param_distribution: Any) -> Any:
             if trial.number not in self._planned:
-                row = plan(*rows_of(study, trial), trial.number)
+                measured, pending, failed, unplaced = rows_of(study, trial)
+                for number in unplaced:  # the plan is pure: a peer planning that trial now gets this row, so skip it
+                    row = plan(measured, pending, failed, number)
+                    if row is not None:
+                        pending.append(row)
+                row = plan(measured, pending, failed, trial.number)
                 if row is None:
                     return self._fallback.sample_independent(study, trial, param_name, param_distribution)
                 self._planned = {trial.number: row}
