@@ -106,8 +106,8 @@ def _check_link(link: Link, label: str, condition: Condition, allow_default_rout
         with netlink.route(link.netns) as ipr:
             index = netlink.ifindex(ipr, link.netns, link.ifname)
             if netlink.is_loopback(ipr, index) and not allow_default_route:
-                raise PlanError(f"{label}: {link} is the loopback interface; envmatrix never shapes it "
-                                "(allow_default_route: true overrides)")
+                raise PlanError(f"{label}: {link} is the loopback interface, which every local connection of this host "
+                                "takes; envmatrix shapes it only with allow_default_route: true")
             if index in netlink.default_route_interfaces(ipr) and not allow_default_route:
                 raise PlanError(f"{label}: {link} carries the default route; shaping it could cut this machine off "
                                 "(allow_default_route: true overrides); shape the links between the hosts instead")
