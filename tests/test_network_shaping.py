@@ -245,7 +245,7 @@ def test_the_default_route_interface_is_refused_before_anything_is_installed(sta
 
 def test_loopback_is_refused(pair, state_dir):
     for link in [(None, "lo"), (pair.ns("node0"), "lo")]:
-        with pytest.raises(PlanError, match="is the loopback interface, which every local connection of this host takes; envmatrix shapes it only with allow_default_route: true"):
+        with pytest.raises(PlanError, match="is the loopback interface, .*only with allow_default_route: true"):
             shaping.check_applicable([link], RATE)
     assert state_files(state_dir) == []
 
