@@ -2,7 +2,6 @@
 ours, whose params are not in the storage yet, is not proposed the same row."""
 
 import subprocess
-import sys
 
 import optuna
 import pytest
@@ -11,7 +10,8 @@ from optuna.trial import TrialState
 from envmatrix.catalog import load_catalog
 from envmatrix.search.space import parse_search_space
 from envmatrix.search.study import make_sampler
-from search_helpers import FAKE, load, search_argv
+from search_helpers import load, search_argv
+from test_search_plan_resume import _conf as plan_conf
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
@@ -41,24 +41,9 @@ def test_peer_trial_without_params_yet_is_not_proposed_twice(tmp_path, values):
 
 @pytest.mark.slow
 def test_two_workers_measure_each_row_once_and_fill_the_budget(cli, tmp_path):
-    conf = tmp_path / "f.yaml"
-    conf.write_text(f"""
-name: fake
-backend: gloo
-grids: [1x1]
-probe: {{name: command, timeout_s: 90, command: [{sys.executable}, {FAKE}]}}
-search:
-  trials: 30
-  seed: 0
-  sampler: structured
-  baseline: false
-  confirm_top_k: 0
-  max_failure_rate: 0.9
-  space: {{NCCL_ALGO: [Ring, Tree], NCCL_PROTO: all, NCCL_MAX_NCHANNELS: [2, 4, 8], NCCL_BUFFSIZE: [1048576, 4194304]}}
-  objective: {{collective: allreduce, size: 1M}}
-""")
+    conf = plan_conf(tmp_path / "f.yaml")  # the resume test's 48-row space
     out = tmp_path / "run"
-    workers = [subprocess.Popen(search_argv("search", f"conf={conf}", "--out", str(out)), cwd=cli.cwd, env=cli.env,
+    workers = [subprocess.Popen(search_argv("search", f"conf={conf}", "--trials", "30", "--out", str(out)), cwd=cli.cwd, env=cli.env,
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for _ in range(2)]
     for w in workers:
         log = w.communicate(timeout=240)[0]
