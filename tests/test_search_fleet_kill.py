@@ -58,6 +58,12 @@ def all_done(procs, url):
     return logs, load_fleet(url)
 
 
+def assert_confirmed_full(study, trials, logs):
+    """The study holds the ``trials`` asked for and its verdict ranks every one of them."""
+    assert len(budget_trials(study)) == trials, logs
+    assert study.user_attrs["confirmation"]["over"] == trials, logs
+
+
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["ctrl_c", "sigkill"])
 def test_a_worker_stopped_mid_probe_leaves_its_peers_to_fill_the_budget(cli, tmp_path, storage_url, sig, started):
     conf = fake_conf(tmp_path / "f.yaml")
@@ -82,8 +88,7 @@ def test_a_worker_stopped_mid_probe_leaves_its_peers_to_fill_the_budget(cli, tmp
     retries = [t for t in study.trials if t.user_attrs.get("retry_of") == held.number]
     # the victim's params were measured again by a live peer, and the study holds the six trials asked for
     assert [(t.state, t.params) for t in retries] == [(TrialState.COMPLETE, lost.params)], logs
-    assert len(budget_trials(study)) == 6
-    assert study.user_attrs["confirmation"]["over"] == 6, logs
+    assert_confirmed_full(study, 6, logs)
     assert_no_processes(cli.marker)
 
 
@@ -129,9 +134,8 @@ def test_trials_added_while_the_confirmation_runs_are_confirmed_before_the_fleet
     second = worker(cli, conf, url, tmp_path / "w2", *args, "search.seed=2", "--trials", "6")
     started.append(second)
     logs, study = all_done((first, second), url)
-    assert len(budget_trials(study)) == 6
     # the verdict export reads ranks all six trials, not the four there were when the first confirmation began
-    assert study.user_attrs["confirmation"]["over"] == 6, logs
+    assert_confirmed_full(study, 6, logs)
     assert_no_processes(cli.marker)
 
 
@@ -217,7 +221,7 @@ def test_a_worker_silent_past_the_grace_finds_its_trial_failed_and_goes_on(cli, 
     lost = study.trials[held.number]
     assert lost.state == TrialState.FAIL and "no heartbeat" in lost.user_attrs["root_cause"], lost.user_attrs
     assert not study.get_trials(states=(TrialState.RUNNING, TrialState.WAITING))
-    assert len(budget_trials(study)) == 6 and study.user_attrs["confirmation"]["over"] == 6
+    assert_confirmed_full(study, 6, logs)
     assert_no_processes(cli.marker)
 
 
