@@ -358,6 +358,40 @@ def _supervise(child: int) -> int:
     return os.WEXITSTATUS(status)
 
 
+def _hostfile_hosts(launcher: str, hostfile: Any) -> tuple[str, ...]:
+    """The hosts a ``launcher_opts.<launcher>.hostfile`` names (they are the nodes when no ``hosts`` are given)."""
+    return tuple(host for host, _ in _hostfile_entries(launcher, hostfile))
+
+
+def _check_hostfile_slots(launcher: str, hostfile: Any, grids: Sequence[Any]) -> None:
+    """PlanError (exit 2) for a grid whose ppn exceeds a used host's ``slots=``: ``--map-by ppr:P:node`` is
+    refused there only at launch ('not enough slots'), as a launcher_error after the run dir is made."""
+    from envmatrix.errors import PlanError
+
+    entries = _hostfile_entries(launcher, hostfile)
+    for grid in grids:
+        for host, slots in entries[:grid.nodes]:
+            if slots is not None and grid.ppn > slots:
+                fits = min(s for _, s in entries[:grid.nodes] if s is not None)
+                raise PlanError(f"grids: {grid.label} puts {grid.ppn} ranks on {host} but launcher_opts.{launcher}.hostfile "
+                                f"{hostfile} gives it slots={slots}; allowed: grids with ppn <= {fits} on {grid.nodes} nodes")
+
+
+def _hostfile_entries(launcher: str, hostfile: Any) -> list[tuple[str, Any]]:
+    from envmatrix.planning.hostlist import parse_host_list
+
+    if not hostfile:
+        return []
+    key = f"launcher_opts.{launcher}.hostfile"
+    try:
+        with open(str(hostfile), encoding="utf-8") as fh:
+            text = fh.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{key}: {hostfile!r} cannot be read ({getattr(exc, 'strerror', None) or exc}); "
+                          "allowed: a readable hostfile (HOST or HOST slots=N lines)") from None
+    return parse_host_list(text, str(hostfile))
+
+
 def main(argv: Sequence[str]) -> int:
     args = list(argv)
     if args and args[0] == "--":
@@ -393,37 +427,3 @@ def main(argv: Sequence[str]) -> int:
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
-
-
-def _hostfile_hosts(launcher: str, hostfile: Any) -> tuple[str, ...]:
-    """The hosts a ``launcher_opts.<launcher>.hostfile`` names (they are the nodes when no ``hosts`` are given)."""
-    return tuple(host for host, _ in _hostfile_entries(launcher, hostfile))
-
-
-def _check_hostfile_slots(launcher: str, hostfile: Any, grids: Sequence[Any]) -> None:
-    """PlanError (exit 2) for a grid whose ppn exceeds a used host's ``slots=``: ``--map-by ppr:P:node`` is
-    refused there only at launch ('not enough slots'), as a launcher_error after the run dir is made."""
-    from envmatrix.errors import PlanError
-
-    entries = _hostfile_entries(launcher, hostfile)
-    for grid in grids:
-        for host, slots in entries[:grid.nodes]:
-            if slots is not None and grid.ppn > slots:
-                fits = min(s for _, s in entries[:grid.nodes] if s is not None)
-                raise PlanError(f"grids: {grid.label} puts {grid.ppn} ranks on {host} but launcher_opts.{launcher}.hostfile "
-                                f"{hostfile} gives it slots={slots}; allowed: grids with ppn <= {fits} on {grid.nodes} nodes")
-
-
-def _hostfile_entries(launcher: str, hostfile: Any) -> list[tuple[str, Any]]:
-    from envmatrix.planning.hostlist import parse_host_list
-
-    if not hostfile:
-        return []
-    key = f"launcher_opts.{launcher}.hostfile"
-    try:
-        with open(str(hostfile), encoding="utf-8") as fh:
-            text = fh.read()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{key}: {hostfile!r} cannot be read ({getattr(exc, 'strerror', None) or exc}); "
-                          "allowed: a readable hostfile (HOST or HOST slots=N lines)") from None
-    return parse_host_list(text, str(hostfile))

@@ -11,7 +11,7 @@ them. On start every worker fails the RUNNING trials
 whose worker is gone (same host and that process is dead) or whose heartbeat is
 older than ``heartbeat_grace_s``, and re-enqueues their params; the first
 worker to fail a trial wins (search.ownership.fail_running: one conditional
-UPDATE), so the params are re-enqueued once. A worker interrupted (Ctrl-C)
+UPDATE), so the params are re-enqueued once. A worker interrupted (Ctrl-C, SIGTERM)
 while probing hands its trial back the same way before it exits.
 
 A forbidden sample launches nothing: it is told PRUNED with ``forbidden=True``
