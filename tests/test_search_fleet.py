@@ -226,3 +226,29 @@ def test_a_trial_made_while_a_retry_waits_counts_the_retry(tmp_path, monkeypatch
         taken = real_ask(study, {**OWNER, "worker_pid": 1})
         ran += not is_surplus(study, taken.number, settings.trials)
     assert ran == 3
+
+
+def test_budget_window_role_joins_an_open_or_busy_window_and_opens_a_new_one_after_an_idle_close():
+    held, now = {"id": "w1", "deadline": 1000.0}, 900.0
+    assert fleet.window_role(None, 60, now, fleet_at_work=False) == (True, 960.0)
+    assert fleet.window_role(held, 60, now, fleet_at_work=False) == (False, 1000.0)  # open: joined, its own budget unused
+    assert fleet.window_role(held, 60, 1010.0, fleet_at_work=True) == (False, 1000.0)  # closed, peers finishing: no trials
+    assert fleet.window_role(held, 60, 1010.0, fleet_at_work=False) == (True, 1070.0)  # closed and idle: a resumed study
+
+
+def test_a_later_worker_keeps_the_studys_budget_window_and_a_live_trial_keeps_a_closed_one(tmp_path):
+    a, b = shared(tmp_path, 2)
+    other = Worker(HOST, os.getppid(), None)  # a live process on this host
+    first = fleet.budget_window(a, 0.5, Worker.me(), grace_s=60)
+    time.sleep(0.2)
+    assert fleet.budget_window(b, 0.5, other, grace_s=60) == first  # not 0.2 s later than its peer's
+    running = ask_owned(a, {**Worker.me().attrs(), "heartbeat": time.time()})
+    time.sleep(max(0.0, first - time.time()) + 0.05)
+    assert fleet.budget_window(b, 0.5, other, grace_s=60) == first  # closed, but a live worker's trial still runs
+    a.tell(running, 1.0)
+    reopened = fleet.budget_window(b, 0.5, other, grace_s=60)
+    assert reopened > first + 0.5 and fleet.study_system_attr(a, fleet.BUDGET_KEY)["worker_pid"] == other.pid
+    dead = ask_owned(a, {**DEAD.attrs(), "heartbeat": time.time()})  # a dead worker's trial does not hold a window open
+    time.sleep(max(0.0, reopened - time.time()) + 0.05)
+    assert fleet.budget_window(a, 0.5, Worker.me(), grace_s=60) > reopened
+    assert a.trials[dead.number].state == TrialState.RUNNING

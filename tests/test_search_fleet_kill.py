@@ -139,6 +139,28 @@ def test_trials_added_while_the_confirmation_runs_are_confirmed_before_the_fleet
     assert_no_processes(cli.marker)
 
 
+def test_a_worker_started_later_under_budget_s_stops_with_its_peer_and_the_verdict_is_confirmed_once(cli, tmp_path, started):
+    from test_search_fleet_e2e import confirm_probes
+
+    url = f"sqlite:///{tmp_path / 'fleet.sqlite'}"
+    conf = fake_conf(tmp_path / "f.yaml")
+    args = (*QUICK, "search.baseline=false", "search.budget_s=8", "--trials", "1000")
+    # 1 s probes: the two workers' trials stay well inside the fake space's 24 combinations
+    first = worker(cli, conf, url, tmp_path / "w1", *args, "search.seed=1", env={"FAKE_NCCL_SLEEP": "1"})
+    started.append(first)
+    wait_for(lambda: load_fleet(url).trials, "the first worker's trials")
+    time.sleep(3)  # on its own budget the second worker would ask for 3 s after the first stopped
+    second = worker(cli, conf, url, tmp_path / "w2", *args, "search.seed=2", env={"FAKE_NCCL_SLEEP": "1"})
+    started.append(second)
+    logs, study = all_done((first, second), url)
+    asked = [max(t.datetime_start for t in budget_trials(study) if t.user_attrs["worker_pid"] == p.pid)
+             for p in (first, second)]
+    assert abs((asked[1] - asked[0]).total_seconds()) < 2, (asked, logs)  # both asked until the one deadline
+    assert sorted(confirm_probes(tmp_path / w) > 0 for w in ("w1", "w2")) == [False, True], logs  # confirmed once
+    assert_confirmed_full(study, len(budget_trials(study)), logs)
+    assert_no_processes(cli.marker)
+
+
 def test_a_confirmer_killed_after_its_peers_deferred_is_taken_over_by_a_peer(cli, tmp_path, started):
     url = f"sqlite:///{tmp_path / 'fleet.sqlite'}"
     conf = fake_conf(tmp_path / "f.yaml")

@@ -137,7 +137,13 @@ def search(request: SearchRequest, events: SearchEvents = SearchEvents()) -> Sea
         evaluator = ProbeEvaluator(session, inp.grids, objectives, settings.allow_shared_gpu_figures)
         measure_baseline(study, evaluator, settings, grids, events)
         try:
-            stats = run_search(study, space, objectives, evaluator, settings, listener=events.trial)
+            deadline = None
+            if settings.budget_s is not None:  # one window for the fleet: a later worker does not outlast its peers
+                from envmatrix.search.fleet import budget_window
+                from envmatrix.search.study import Worker
+
+                deadline = budget_window(study, settings.budget_s, Worker.me(), settings.heartbeat_grace_s)
+            stats = run_search(study, space, objectives, evaluator, settings, listener=events.trial, deadline=deadline)
             events.line(f"stopped: {stats.stop_reason}; this worker probed {stats.probed}, reused {stats.cached}, "
                         f"skipped {stats.forbidden} forbidden samples, recovered {len(stats.recovered)} stale trials")
         except SearchAborted as exc:

@@ -1,5 +1,5 @@
 """Once per study: of a fleet's workers one measures the default env and one confirms the winner, the others
-say who does (or show what was found).
+say who does (or show what was found); and ``search.budget_s`` is one window for the study (:func:`budget_window`).
 
 A job's claim is a study system attribute, e.g. ``envmatrix:confirm_claim`` = {id, worker_host, worker_pid,
 worker_started, at}, set only where absent (search.ownership.insert_study_attr: one insert wins). Its owner
@@ -32,6 +32,7 @@ from envmatrix.search.study import BASELINE_ATTR, Worker, counts_toward_budget, 
 
 CONFIRM_JOB, BASELINE_JOB = "confirm", "baseline"  # the jobs run once per study; JOBS: where each stores its result
 JOBS = {CONFIRM_JOB: CONFIRM_ATTR, BASELINE_JOB: BASELINE_ATTR}
+BUDGET_KEY = "envmatrix:budget_window"  # the study's search.budget_s window: {id, deadline, budget_s, worker..., at}
 CLAIM = "claim"  # nobody has claimed the job: claim it
 TAKE_OVER = "take_over"  # a stale claim or a stale result: replace the claim
 DEFER = "defer"  # a live worker has claimed it
@@ -154,3 +155,52 @@ def store_result(study: Any, job: str, held: Mapping[str, Any], result: Mapping[
     stamped = {**result, "claim": held["id"], "by": who(held)}
     study.set_user_attr(JOBS[job], stamped)
     return stamped
+
+
+def window_role(held: Optional[Mapping[str, Any]], budget_s: float, now: float,
+                fleet_at_work: bool) -> tuple[bool, float]:
+    """(opens, deadline) for a worker starting its trials under ``search.budget_s``: it joins the study's window
+    while that is open, or closed with its fleet still at work (a later worker must not outlast its peers and make
+    their confirmation stale); it opens a new one where there is none, or the last one closed and its fleet is gone
+    (a resumed study gets a new budget)."""
+    if held and (float(held["deadline"]) > now or fleet_at_work):
+        return False, float(held["deadline"])
+    return True, now + budget_s
+
+
+def fleet_at_work(study: Any, grace_s: float) -> bool:
+    """A live worker still runs a trial or the confirmation (a dead one's trials and claims do not count)."""
+    import socket
+
+    from optuna.trial import TrialState
+
+    here, now = socket.gethostname(), time.time()
+    for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        start = t.datetime_start.timestamp() if t.datetime_start else None
+        if stale_reason(t.user_attrs, here, now, grace_s, start) is None:
+            return True
+    held = study_system_attr(study, claim_key(CONFIRM_JOB))
+    if not held:
+        return False
+    role = job_role(held, study_system_attr(study, beat_key(CONFIRM_JOB)), study.user_attrs.get(CONFIRM_ATTR),
+                    finished_trials(study), here, now, grace_s)
+    return role.kind == DEFER
+
+
+def budget_window(study: Any, budget_s: float, worker: Worker, grace_s: float, attempts: int = 5) -> float:
+    """The wall-clock deadline (time.time(), so workers on several hosts need synchronised clocks) of the study's
+    trials under ``search.budget_s`` (:func:`window_role`); a worker that opens a window writes it (one insert or
+    replace wins; a loser reads again)."""
+    for _ in range(attempts):
+        held = study_system_attr(study, BUDGET_KEY)
+        now = time.time()
+        opens, deadline = window_role(held, budget_s, now, bool(held) and fleet_at_work(study, grace_s))
+        if not opens:
+            return deadline
+        mine = {"id": uuid.uuid4().hex, "deadline": deadline, "budget_s": budget_s, **worker.attrs(), "at": now}
+        won = (insert_study_attr(study, BUDGET_KEY, mine) if not held
+               else replace_study_attr(study, BUDGET_KEY, str(held["id"]), mine))
+        if won:
+            return deadline
+    raise RuntimeError(f"search: the budget window of study {study.study_name!r} changed hands {attempts} times "
+                       "while this worker read it")

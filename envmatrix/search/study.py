@@ -70,7 +70,7 @@ class SearchSettings:
     confirm_repeats: int = 3
     confirm_max_repeats: int = 6
     allow_shared_gpu_figures: bool = False  # objectives may read the busbw of ranks that shared a GPU
-    budget_s: Optional[float] = None  # wall clock for this worker's trials; None: only ``trials`` bounds them
+    budget_s: Optional[float] = None  # wall clock for the study's trials (search.fleet.budget_window)
 
 
 def parse_settings(search: Mapping[str, Any], where: str, default_name: str, default_seed: int) -> SearchSettings:
@@ -433,10 +433,12 @@ def run_search(
     worker: Optional[Worker] = None,
     listener: Optional[Listener] = None,
     min_for_abort: int = 3,
+    deadline: Optional[float] = None,
 ) -> LoopStats:
     """Ask/tell until the study holds ``settings.trials`` trials (none of them still running on a peer, whose
     worker may yet die and leave it to be re-run), ``settings.budget_s`` is spent (checked before
-    each ask: a trial under way finishes), the space is exhausted, or failures pass the limit."""
+    each ask: a trial under way finishes; ``deadline``: the study's window as time.time(), search.fleet.budget_window;
+    None: budget_s from now), the space is exhausted, or failures pass the limit."""
     from optuna.exceptions import UpdateFinishedTrialError
     from optuna.trial import TrialState
 
@@ -445,9 +447,10 @@ def run_search(
     stats = LoopStats(recovered=recover_stale(study, settings.heartbeat_grace_s, worker.host))
     allowed = len(space.allowed_rows())
     streak = 0
-    started = time.monotonic()
+    if settings.budget_s is not None and deadline is None:
+        deadline = time.time() + settings.budget_s
     while True:
-        if settings.budget_s is not None and time.monotonic() - started >= settings.budget_s:
+        if deadline is not None and time.time() >= deadline:
             stats.stop_reason = f"search.budget_s={settings.budget_s:g} spent after {stats.told} trials"
             break
         trials = study.get_trials(deepcopy=False)
