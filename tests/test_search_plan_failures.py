@@ -92,3 +92,31 @@ search:
     assert sockets == [(16, 16), (16, 16), (16, 8), (8, 16), (8, 16)]
     md = (out / "search.md").read_text()
     assert "| NCCL_SOCKET_NTHREADS>=8 and NCCL_NSOCKS_PERTHREAD>=16 | 4 |" in md
+
+
+def test_a_lost_workers_trial_is_not_a_failure_the_plan_learns_from():
+    """A trial failed because its worker died says nothing of its config: the plan sees its retry as pending, and
+    only a refused trial as failed."""
+    from envmatrix.search.structured import make_plan_sampler
+    from envmatrix.search.study import hand_back
+
+    values, seen = [("a", "b"), ("x", "y")], []
+
+    def plan(measured, pending, failed, number):
+        seen.append((dict(measured), list(pending), set(failed)))
+        return (number % 2, number // 2 % 2)
+
+    def ask():
+        trial = study.ask()
+        trial.suggest_categorical("A", ["a", "b"]), trial.suggest_categorical("B", ["x", "y"])
+        return trial
+
+    study = optuna.create_study(direction="maximize", sampler=make_plan_sampler("P", values, ["A", "B"], 0, plan, False))
+    lost = ask().number
+    assert hand_back(study, study.trials[lost], "worker gone")  # row (0, 0): failed as lost, queued again
+    ask()  # the retry, running
+    refused = ask()  # trial 2: row (0, 1)
+    assert seen[-1][2] == set() and (0, 0) in seen[-1][1] and (0, 0) not in seen[-1][0]
+    study.tell(refused, state=TrialState.FAIL)
+    ask()
+    assert seen[-1][2] == {(0, 1)}

@@ -224,6 +224,8 @@ def make_plan_sampler(name: str, values: Sequence[Sequence[Optional[str]]], name
     import optuna
     from optuna.trial import TrialState
 
+    from envmatrix.search.study import WORKER_LOST
+
     index = {n: k for k, n in enumerate(names)}
 
     def rows_of(study: Any, trial: Any) -> tuple[dict[Row, Score], list[Row], set[Row], list[int]]:
@@ -245,6 +247,8 @@ def make_plan_sampler(name: str, values: Sequence[Sequence[Optional[str]]], name
                 row = tuple(list(values[index[n]]).index(t.params[n]) for n in names)
             except (KeyError, ValueError):
                 continue
+            if t.state == TrialState.FAIL and t.user_attrs.get("failure_class") == WORKER_LOST:
+                continue  # its worker died, not its config: the params are queued again (a WAITING trial)
             if t.state == TrialState.COMPLETE:
                 s = sign * t.values[0]
                 if measured.get(row) is None or s > measured[row]:
