@@ -11,7 +11,8 @@ from typing import Any, Callable, Optional, Sequence
 from envmatrix import paths as em_paths
 from envmatrix import values
 from envmatrix.app.inputs import named_setup, prepare
-from envmatrix.app.network_axis import plan_shaping, shaping_session, with_flags, write_condition_tables
+from envmatrix.app.network_axis import (plan_shaping, shaping_missed, shaping_session, with_flags, with_shaping_missed,
+                                        write_condition_tables)
 from envmatrix.app.outputs import RunOutputs, write_run_outputs
 from envmatrix.bench.timing import DEFAULT_TIMING
 from envmatrix.config.resolve import SweepInput, check_cpu_memory, check_grids_fit, check_pins
@@ -69,6 +70,7 @@ class BenchResult:
     outputs: RunOutputs
     exit_code: int
     conditions_report: Optional[str] = None  # RUN_DIR/conditions.md (+ .csv), with a network axis
+    shaping_missed: list[str] = dataclasses.field(default_factory=list)  # cells whose condition was not in effect
 
 
 def bench(request: BenchRequest, listener: Any = None,
@@ -122,7 +124,9 @@ def bench(request: BenchRequest, listener: Any = None,
     backends_report = write_backends([r.result for r in runs], run_dir) if len(runs) > 1 and not conditions else None
     conditions_report = (write_condition_tables(run_dir, [r.result for r in runs], "envmatrix bench: network conditions")[0]
                          if conditions else None)
-    return BenchResult(runs, backends_report, write_run_outputs(run_dir, stored=stored), code, conditions_report)
+    missed = shaping_missed([r.result for r in runs]) if conditions else []
+    return BenchResult(runs, backends_report, write_run_outputs(run_dir, stored=stored), with_shaping_missed(code, missed),
+                       conditions_report, missed)
 
 
 def write_bench(result: ProbeResult, run_dir: str) -> BenchRun:

@@ -156,3 +156,21 @@ def write_condition_tables(run_dir: str, results: Sequence[Any], title: str = "N
             fh.write(text)
         paths.append(path)
     return paths
+
+
+def shaping_missed(results: Sequence[Any]) -> list[str]:
+    """The bench cells whose condition's shaping was not in effect (judgement.physics: the traffic did not cross the
+    shaped links), one phrase each: their figures are not their condition's, so the run is inconclusive."""
+    from envmatrix.bench.sizes import format_size
+    from envmatrix.judgement.physics import NOT_IN_EFFECT
+    from envmatrix.reporting.conditions_tables import condition_cells
+
+    return [f"{c.pattern} {format_size(c.size_bytes)} on {c.grid} under {c.condition} ({c.value})"
+            for c in condition_cells(results) if c.check.verdict == NOT_IN_EFFECT]
+
+
+def with_shaping_missed(code: int, missed: Sequence[str]) -> int:
+    """A run that passed is inconclusive (exit 3) where a condition it measured was not in effect; failures stay 1."""
+    from envmatrix.errors import EXIT_INCONCLUSIVE, EXIT_OK
+
+    return EXIT_INCONCLUSIVE if code == EXIT_OK and missed else code

@@ -11,12 +11,13 @@ import hashlib
 import json
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional
 
 from envmatrix import paths as em_paths, values
 from envmatrix.app.inputs import allows_ignored, check_probe_runs, prepare
-from envmatrix.app.network_axis import plan_shaping, shaping_session, with_flags, write_condition_tables
+from envmatrix.app.network_axis import (plan_shaping, shaping_missed, shaping_session, with_flags, with_shaping_missed,
+                                        write_condition_tables)
 from envmatrix.app.outputs import RunOutputs, write_run_outputs
 from envmatrix.app.report import whole_store
 from envmatrix.config.resolve import SweepInput
@@ -70,6 +71,7 @@ class SweepResult:
     reports: list[str]  # matrix.md, results.json, ...
     outputs: RunOutputs
     exit_code: int
+    shaping_missed: list[str] = field(default_factory=list)  # cells whose condition was not in effect
 
     @property
     def store_path(self) -> str:
@@ -142,10 +144,13 @@ def sweep(request: SweepRequest, listener: Optional[Listener] = None,
     matrix = build_matrix(shown_runs, shown, [g.label for g in inp.grids])
     title = f"envmatrix sweep {inp.name} ({inp.backend}, probe {inp.probe.name})"
     reports = write_reports(run_dir, matrix, shown, title)
+    missed = []
     if inp.conditions:
         reports += write_condition_tables(run_dir, results, f"{title}: network conditions")
+        missed = shaping_missed(results)
     outputs = write_run_outputs(run_dir, request.junit, f"envmatrix.sweep.{inp.name}", results, stored)
-    return SweepResult(inp, runs, results, matrix, title, reports, outputs, sweep_exit_code(results))
+    return SweepResult(inp, runs, results, matrix, title, reports, outputs,
+                       with_shaping_missed(sweep_exit_code(results), missed), missed)
 
 
 def sweep_exit_code(results: list[ProbeResult]) -> int:

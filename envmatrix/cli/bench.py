@@ -8,7 +8,7 @@ from typing import Any
 
 from envmatrix.bench.timing import DEFAULT_TIMING, TIMINGS
 from envmatrix.cli.common import (LineProgress, add_command, add_emulate_hosts_flag, add_network_flag, add_threshold_flags,
-                                  make_console, print_outputs, request_from)
+                                  make_console, print_outputs, print_shaping_missed, request_from)
 from envmatrix.errors import ConfigError
 
 PAIR_FLAGS = ("--gpu-pairs", "--pair-size", "--latency-size", "--iperf-seconds", "--pair-tolerance")
@@ -92,6 +92,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         with open(done.conditions_report) as fh:
             console.print(fh.read(), markup=False, soft_wrap=True)
         console.print(f"report: {done.conditions_report} (and conditions.csv)", markup=False)
+    print_shaping_missed(console, done.shaping_missed)
     print_outputs(console, done.outputs)
     return done.exit_code
 

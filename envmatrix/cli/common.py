@@ -79,6 +79,14 @@ def make_console():
     return console if console.is_terminal else PipeAwareConsole(width=width)
 
 
+def print_shaping_missed(console: Any, missed: Any) -> None:
+    """Why a shaped run that passed exits 3 (app.network_axis.shaping_missed)."""
+    if missed:
+        console.print(f"inconclusive: shaping was not in effect in {len(missed)} cells (first: {missed[0]}): their "
+                      "traffic did not cross the shaped links (one node, loopback, another interface), so their "
+                      "figures are not the condition's; measure on a grid of 2+ nodes", markup=False)
+
+
 def print_outputs(console: Any, outputs: Any) -> None:
     """The closing lines of a measuring command (app.outputs.RunOutputs): JUnit when written, then report.html."""
     if outputs.junit:

@@ -10,7 +10,7 @@ import json
 import sys
 
 from envmatrix.cli.common import (LineProgress, add_command, add_emulate_hosts_flag, add_network_flag, add_threshold_flags,
-                                  make_console, print_outputs, request_from)
+                                  make_console, print_outputs, print_shaping_missed, request_from)
 from envmatrix.errors import EXIT_OK
 
 EXAMPLES = """examples:
@@ -122,5 +122,6 @@ def print_sweep(console, done) -> None:
         from envmatrix.reporting.conditions_tables import conditions_markdown
 
         console.print(conditions_markdown(done.results), markup=False, soft_wrap=True)
+    print_shaping_missed(console, done.shaping_missed)
     console.print("reports: " + ", ".join(done.reports))
     print_outputs(console, done.outputs)
