@@ -228,6 +228,32 @@ def test_a_shaped_condition_on_one_host_is_refused_before_anything_runs(cli, tmp
     assert done.returncode == 2 and "--network 'rate=1gbps'" in done.stderr and not out.exists()
 
 
+def test_local_launcher_hosts_in_namespaces_have_their_links_shaped(cli, tmp_path):
+    """launcher local with emulate_hosts: {namespaces: true}: the session's per-host namespaces are shaped like an
+    emulated cluster's hosts (each host's eth0): a 16M p2p at 200 Mbit takes its S/R, unshaped far less."""
+    from envmatrix.network.netlink import namespaces
+
+    conf = tmp_path / "ns.yaml"
+    conf.write_text("name: ns\nbackend: gloo\nlauncher_opts: {local: {emulate_hosts: {namespaces: true}}}\n"
+                    "probe: {timeout_s: 240}\n")
+    out = tmp_path / "run"
+    done = cli.run("bench", f"conf={conf}", "--grid", "2x1", "-c", "p2p", "-b", "16M", "-e", "16M", *FAST,
+                   "--network", "default", "--network", "b200m:rate=200mbit", "--out", str(out), timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    cells = {c["condition"]: c for c in _cells(cli, out)}
+    assert cells["b200m"]["verdict"] == physics.OK, cells
+    floor = 16 * MIB * 8 / 200e6
+    assert floor <= float(cells["b200m"]["median_s"]) < 1.3 * floor and float(cells["default"]["median_s"]) < 0.5 * floor
+    from envmatrix.app.report import load_results
+
+    shaped = {r.condition_name: r for r in load_results(str(out))}["b200m"].network
+    assert shaped["how"] == "links" and shaped["restored"] and "class htb" in shaped["proof"]
+    sender = [v for k, v in shaped["sent_bytes"].items() if k.startswith("eth0 (namespace ")]
+    assert len(sender) == 2 and sum(sender) >= 2 * 16 * MIB  # both hosts' egress shaped; the transfers crossed one
+    assert not [link for link in shaped["links"] if link.split("namespace ")[-1].rstrip(")") in namespaces()], \
+        "the session's namespaces outlived it"
+
+
 @pytest.mark.parametrize("via", ["links", "launcher"])
 def test_ctrl_c_mid_run_undoes_the_shaping_and_exits_130(cli, ns_cluster, tmp_path, via):  # noqa: F811
     """links: this process undoes; launcher: the holds see the run's stop and undo (a Ctrl-C does not kill their

@@ -77,15 +77,20 @@ def plan_shaping(inp: SweepInput, launcher: Any, pins: Any = None, gpus: int = 0
     if not conditions:
         return None
     from envmatrix.config.network import NetworkOptions
-    from envmatrix.engine.network import check_links, launcher_shaper, link_shaper
+    from envmatrix.engine.network import check_links, launcher_shaper, link_shaper, seat_links
 
     options = inp.network_options or NetworkOptions()
     hosts = list(launcher.node_hosts(os.environ))
     names = ", ".join(c.name for c in conditions)
+    if not hosts and launcher.host_namespaces:  # the session makes a namespace per host: their links, once they exist
+        check_links([], conditions, options.allow_default_route)  # root and the kernel's qdiscs, before anything runs
+        return ShapingPlan("links", lambda session: link_shaper(seat_links(session), options.allow_default_route),
+                           "this session's emulated hosts (a network namespace each), eth0 each")
     if not hosts:
         raise PlanError(f"network {names}: every rank of launcher {inp.launcher} runs on this host, so its traffic "
                         "never crosses a link to shape; allowed: an emulated cluster (envmatrix cluster up N, then "
-                        "its conf lines) or a cluster launcher (mpirun/srun hosts) with network_options.interface")
+                        "its conf lines), launcher_opts.local.emulate_hosts: {namespaces: true} (as root), or a "
+                        "cluster launcher (mpirun/srun hosts) with network_options.interface")
     emulated = _emulated_cluster(inp)
     interface = options.interface or next((c.interface for c in conditions if c.interface), None)
     if emulated is not None and interface is None:

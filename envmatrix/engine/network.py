@@ -74,6 +74,14 @@ def link_shaper(links_of_nodes: Callable[[int], Sequence[Any]], allow_default_ro
     return shape
 
 
+def seat_links(session: Any) -> Callable[[int], list[Any]]:
+    """The egress links of the first ``nodes`` of the session's emulated hosts (launcher local with
+    ``emulate_hosts: {namespaces: true}``: the namespaces come and go with the session)."""
+    from envmatrix.network.shaping import Link
+
+    return lambda nodes: [Link(seat.netns, seat.ifname) for seat in session.host_seats[:nodes]]
+
+
 def check_links(links: Sequence[Any], conditions: Sequence[Any], allow_default_route: bool) -> None:
     """Refuse, before anything launches, a condition these links cannot take (shaping.check_applicable)."""
     from envmatrix.network.shaping import check_applicable

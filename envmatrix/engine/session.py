@@ -121,4 +121,4 @@ def host_namespaces(stack: ExitStack, hosts: int) -> tuple[HostSeat, ...]:
     made = cluster.up(hosts)
     stack.callback(made.down)
     return tuple(HostSeat(emulated_hostname(i), tuple(netns_argv(made.ns(h), [], hostname=emulated_hostname(i))),
-                          made.addresses[h]) for i, h in enumerate(made.hosts))
+                          made.addresses[h], netns=made.ns(h)) for i, h in enumerate(made.hosts))

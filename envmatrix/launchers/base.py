@@ -30,12 +30,14 @@ class RankSlot:
 @dataclass(frozen=True)
 class HostSeat:
     """An emulated host with a network namespace of its own (``emulate_hosts: {namespaces: true}``): its name, the
-    argv prefix that starts a process inside it (execution.netns.netns_argv), and its address on the bridge."""
+    argv prefix that starts a process inside it (execution.netns.netns_argv), its address on the bridge, and its
+    namespace (``netns``), whose ``ifname`` is the host's link: where a network condition shapes its egress."""
 
     name: str
     argv_prefix: tuple[str, ...]
     address: str
     ifname: str = "eth0"
+    netns: str = ""
 
 
 @dataclass(frozen=True)
