@@ -146,13 +146,14 @@ def test_a_worker_started_later_under_budget_s_stops_with_its_peer_and_the_verdi
 
     url = f"sqlite:///{tmp_path / 'fleet.sqlite'}"
     conf = fake_conf(tmp_path / "f.yaml")
-    args = (*QUICK, "search.baseline=false", "search.budget_s=15", "--trials", "1000")
-    # 2 s probes: the two workers' trials stay inside the fake space's 21 allowed combinations
-    first = worker(cli, conf, url, tmp_path / "w1", *args, "search.seed=1", env={"FAKE_NCCL_SLEEP": "2"})
+    args = (*QUICK, "search.baseline=false", "search.budget_s=20", "--trials", "1000")
+    # 3 s probes: the two workers' trials stay inside the fake space's 21 allowed combinations; the window leaves a
+    # loaded machine 15 s to start the second worker
+    first = worker(cli, conf, url, tmp_path / "w1", *args, "search.seed=1", env={"FAKE_NCCL_SLEEP": "3"})
     started.append(first)
     wait_for(lambda: load_fleet(url).trials, "the first worker's trials")
     time.sleep(2)
-    second = worker(cli, conf, url, tmp_path / "w2", *args, "search.seed=2", env={"FAKE_NCCL_SLEEP": "2"})
+    second = worker(cli, conf, url, tmp_path / "w2", *args, "search.seed=2", env={"FAKE_NCCL_SLEEP": "3"})
     started.append(second)
     logs, study = all_done((first, second), url)
     deadline = study_system_attr(study, BUDGET_KEY)["deadline"]
