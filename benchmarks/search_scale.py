@@ -35,6 +35,17 @@ Families (each seed draws a new landscape of that family):
            failing (~20%): 8 QPs with split data, LL with 32M buffers, and a three-variable rule (>= 256 threads,
            >= 16 channels, GDR level PHB or SYS) that no pair rule covers exactly.
 
+  heldout_d written 2026-11-26 10:20 UTC, before its first run, after the scale plan's exploration stopped drawing a
+           knob's unset value (a change measured on the other families, whose basins never hold an unset value): 8
+           variables (ALGO, PROTO x4, MIN_NCHANNELS 2-32, NTHREADS 64-512, BUFFSIZE 1-16M, SOCKET_NTHREADS,
+           NSOCKS_PERTHREAD, NET_GDR_LEVEL), 172,800 configs; broad component exp of a sum of pairwise terms (a base
+           per algorithm x protocol, channels peaked per protocol, threads per algorithm, buffers per GDR level, the
+           sockets' product); the basin trio from PROTO, channels, threads, buffers, GDR level and socket threads,
+           and here a basin value MAY be unset where unset is a setting of its own (NCCL's automatic protocol or
+           channel count, no GDR level given; never all three), 0.74 / 0.48 / 0.4 per 1 / 2 / 3+ steps off;
+           failing (~18%): sockets > 64, Tree with LL, LL128 with 64 threads, and GDR level SYS with 16M buffers
+           and >= 16 channels (a three-variable rule).
+
   python benchmarks/search_scale.py --first-seed 100 --seeds 20 --samplers descent,structured,tpe,tpe-group,random
   python benchmarks/search_scale.py --fidelity --seeds 20   # cheap vs full fidelity: recorded H200 1x4 and these
   python benchmarks/search_scale.py --attraction --families scale8 --first-seed 2000 --seeds 40  # why half the seeds
@@ -83,6 +94,10 @@ SPACES = {
                   "NCCL_NTHREADS": [None, 64, 128, 256, 512], "NCCL_BUFFSIZE": [None, 2 * M, 8 * M, 32 * M],
                   "NCCL_IB_QPS_PER_CONNECTION": [None, 1, 2, 4, 8], "NCCL_NET_GDR_LEVEL": [None, "LOC", "PHB", "SYS"],
                   "NCCL_P2P_NVL_CHUNKSIZE": [None, 128 * K, 512 * K, 2 * M], "NCCL_IB_SPLIT_DATA_ON_QPS": [None, 1]},
+    "heldout_d": {"NCCL_ALGO": [None, "Ring", "Tree"], "NCCL_PROTO": [None, "LL", "LL128", "Simple"],
+                  "NCCL_MIN_NCHANNELS": [None, 2, 4, 8, 16, 32], "NCCL_NTHREADS": [None, 64, 128, 256, 512],
+                  "NCCL_BUFFSIZE": [None, M, 4 * M, 16 * M], "NCCL_SOCKET_NTHREADS": [None, 1, 2, 4, 8],
+                  "NCCL_NSOCKS_PERTHREAD": [None, 1, 2, 4, 8, 16], "NCCL_NET_GDR_LEVEL": [None, "LOC", "PHB", "SYS"]},
 }
 # NCCL's own value for an unset variable, where it is one of the listed values (its position on the axis)
 NCCL_DEFAULTS = {"NCCL_SOCKET_NTHREADS": "1", "NCCL_NSOCKS_PERTHREAD": "1", "NCCL_NTHREADS": "512",
@@ -116,17 +131,21 @@ def sockets(space: SearchSpace, row: tuple) -> int:
 
 
 def _narrow(space: SearchSpace, rng: random.Random, broad: dict, pool: list[int], near: float, far: float,
-            farther: Optional[float] = None) -> dict:
+            farther: Optional[float] = None, unset_ok: tuple[int, ...] = ()) -> dict:
     """A basin at three variables of ``pool``, each at a value where the broad optimum is not, x(near|far) per knob
-    off (x farther three or more steps off, where given)."""
+    off (x farther three or more steps off, where given); a basin value is unset only for ``unset_ok`` variables,
+    and never all three (the default env must not sit in the basin already)."""
     top = max(broad, key=broad.get)
 
-    def set_values(k: int) -> list[int]:  # never unset: the default env must not sit in the basin already
-        return [v for v, x in enumerate(space.choices(space.vars[k])) if x is not None]
+    def set_values(k: int) -> list[int]:
+        return [v for v, x in enumerate(space.choices(space.vars[k])) if x is not None or k in unset_ok]
 
-    trio = rng.sample([k for k in pool if any(v != top[k] for v in set_values(k))], 3)
-    target = {k: rng.choice([v for v in set_values(k) if abs(v - top[k]) >= 2] or [v for v in set_values(k) if v != top[k]])
-              for k in trio}
+    while True:
+        trio = rng.sample([k for k in pool if any(v != top[k] for v in set_values(k))], 3)
+        target = {k: rng.choice([v for v in set_values(k) if abs(v - top[k]) >= 2] or [v for v in set_values(k) if v != top[k]])
+                  for k in trio}
+        if any(space.choices(space.vars[k])[v] is not None for k, v in target.items()):
+            break
     others_best: dict[tuple, float] = {}
     for r, v in broad.items():  # the best broad value per setting of the non-trio variables (its shape outside the trio)
         key = tuple(x for k, x in enumerate(r) if k not in trio)
@@ -227,6 +246,25 @@ def family_table(family: str, seed: int) -> tuple[SearchSpace, dict[tuple, Optio
                     or (val(r, "NCCL_PROTO") == "LL" and val(r, "NCCL_BUFFSIZE") == str(32 * M))
                     or (val(r, "NCCL_NTHREADS") in ("256", "512") and val(r, "NCCL_MAX_NCHANNELS") in ("16", "32")
                         and val(r, "NCCL_NET_GDR_LEVEL") in ("PHB", "SYS")))  # a three-variable rule
+    elif family == "heldout_d":
+        a, p, c = names.index("NCCL_ALGO"), names.index("NCCL_PROTO"), names.index("NCCL_MIN_NCHANNELS")
+        t, b, g = names.index("NCCL_NTHREADS"), names.index("NCCL_BUFFSIZE"), names.index("NCCL_NET_GDR_LEVEL")
+        st = names.index("NCCL_SOCKET_NTHREADS")
+        base = {(i, j): rng.uniform(-0.6, 0.0) for i in range(3) for j in range(4)}
+        cpeak, tpeak, bpeak = {j: rng.random() for j in range(4)}, {i: rng.random() for i in range(3)}, {k: rng.random() for k in range(4)}
+        s_peak, gdr = rng.uniform(0.3, 0.9), {k: rng.uniform(-0.15, 0.05) for k in range(4)}
+        for r in rows:  # exp of a sum of pairwise terms
+            e = base[(r[a], r[p])] + gdr[r[g]] - 0.5 * ((pos[c](r[c]) - cpeak[r[p]]) / 0.45) ** 2
+            e -= 0.4 * ((pos[t](r[t]) - tpeak[r[a]]) / 0.5) ** 2 + 0.35 * ((pos[b](r[b]) - bpeak[r[g]]) / 0.6) ** 2
+            e -= 0.5 * ((math.log2(sockets(space, r)) / 7 - s_peak) / 0.35) ** 2
+            broad[r] = math.exp(max(e, -2.5))
+        narrow = _narrow(space, rng, broad, [p, c, t, b, g, st], 0.74, 0.48, 0.4, unset_ok=(p, c, g))
+
+        def fails(r: tuple) -> bool:
+            return (sockets(space, r) > 64 or (val(r, "NCCL_ALGO") == "Tree" and val(r, "NCCL_PROTO") == "LL")
+                    or (val(r, "NCCL_PROTO") == "LL128" and val(r, "NCCL_NTHREADS") == "64")
+                    or (val(r, "NCCL_NET_GDR_LEVEL") == "SYS" and val(r, "NCCL_BUFFSIZE") == str(16 * M)
+                        and val(r, "NCCL_MIN_NCHANNELS") in ("16", "32")))
     else:
         raise SystemExit(f"unknown family {family!r}")
     top = max(broad.values())

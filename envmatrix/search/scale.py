@@ -7,7 +7,8 @@ downhill). This plan spends its trials as:
 
 1. NCCL's default (every variable unset), then a space-filling exploration
    (:data:`EXPLORE` rows, each the farthest of a few random allowed rows from
-   everything measured), so every basin with some width gets a sample;
+   everything measured, a knob never unset there: the default row and the
+   climbs cover that), so every basin with some width gets a sample;
 2. :data:`ELITE_SAMPLES` rows drawn from the value frequencies of the
    :data:`ELITE` best rows so far, each variable on its own (a univariate
    estimation-of-distribution step, as in the cross-entropy method): a narrow
@@ -221,7 +222,10 @@ def next_row(layout: Layout, measured: Mapping[Row, Score], pending: Iterable[Ro
         return layout.anchor
     explored = list(measured)[:EXPLORE + ELITE_SAMPLES]
     if len(taken) < EXPLORE:
-        pool = [r for r in (tuple(rng.randrange(n) for n in layout.sizes) for _ in range(CANDIDATES * 4)) if fresh(r)][:CANDIDATES]
+        # a knob's unset is NCCL's own default, which the default row measures and every climb reaches in one step:
+        # the space-filling rows spread over the values a user sets (benchmarks/search_scale.md: +8 seeds of 80)
+        values = [[v for v in range(n) if not layout.ordered[k] or v != layout.unset[k]] for k, n in enumerate(layout.sizes)]
+        pool = [r for r in (tuple(rng.choice(v) for v in values) for _ in range(CANDIDATES * 4)) if fresh(r)][:CANDIDATES]
         if pool:
             return max(pool, key=lambda r: min((layout.distance(r, m) for m in taken), default=0.0))
     if len(taken) < EXPLORE + ELITE_SAMPLES and good:
