@@ -28,7 +28,7 @@ from typing import Any, Mapping, Optional
 
 from envmatrix.search.confirm import CONFIRM_ATTR
 from envmatrix.search.ownership import insert_study_attr, pause_at, replace_study_attr, study_system_attr
-from envmatrix.search.study import BASELINE_ATTR, Worker, counts_toward_budget, stale_reason
+from envmatrix.search.study import BASELINE_ATTR, Worker, counts_toward_budget, running_trials, stale_reason
 
 CONFIRM_JOB, BASELINE_JOB = "confirm", "baseline"  # the jobs run once per study; JOBS: where each stores its result
 JOBS = {CONFIRM_JOB: CONFIRM_ATTR, BASELINE_JOB: BASELINE_ATTR}
@@ -172,13 +172,9 @@ def fleet_at_work(study: Any, grace_s: float) -> bool:
     """A live worker still runs a trial or the confirmation (a dead one's trials and claims do not count)."""
     import socket
 
-    from optuna.trial import TrialState
-
     here, now = socket.gethostname(), time.time()
-    for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-        start = t.datetime_start.timestamp() if t.datetime_start else None
-        if stale_reason(t.user_attrs, here, now, grace_s, start) is None:
-            return True
+    if any(reason is None for _, reason in running_trials(study, grace_s, here, now)):
+        return True
     held = study_system_attr(study, claim_key(CONFIRM_JOB))
     if not held:
         return False

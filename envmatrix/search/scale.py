@@ -223,7 +223,7 @@ def next_row(layout: Layout, measured: Mapping[Row, Score], pending: Iterable[Ro
     explored = list(measured)[:EXPLORE + ELITE_SAMPLES]
     if len(taken) < EXPLORE:
         # a knob's unset is NCCL's own default, which the default row measures and every climb reaches in one step:
-        # the space-filling rows spread over the values a user sets (benchmarks/search_scale.md: +8 seeds of 80)
+        # the space-filling rows spread over the values a user sets (benchmarks/search_scale.md: 145 -> 161 of 290)
         values = [[v for v in range(n) if not layout.ordered[k] or v != layout.unset[k]] for k, n in enumerate(layout.sizes)]
         pool = [r for r in (tuple(rng.choice(v) for v in values) for _ in range(CANDIDATES * 4)) if fresh(r)][:CANDIDATES]
         if pool:

@@ -307,16 +307,21 @@ def stale_reason(attrs: Mapping[str, Any], here: str, now: float, grace_s: float
     return None
 
 
-def recover_stale(study: Any, grace_s: float, here: Optional[str] = None, now: Optional[float] = None) -> list[int]:
-    """Fail the stale RUNNING trials and re-enqueue their params; returns the recovered trial numbers."""
+def running_trials(study: Any, grace_s: float, here: Optional[str] = None,
+                   now: Optional[float] = None) -> list[tuple[Any, Optional[str]]]:
+    """The RUNNING trials, each with why it is stale (:func:`stale_reason`), None while its worker may be at work."""
     from optuna.trial import TrialState
 
     here = here or socket.gethostname()
     now = time.time() if now is None else now
+    return [(t, stale_reason(t.user_attrs, here, now, grace_s, t.datetime_start.timestamp() if t.datetime_start else None))
+            for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))]
+
+
+def recover_stale(study: Any, grace_s: float, here: Optional[str] = None, now: Optional[float] = None) -> list[int]:
+    """Fail the stale RUNNING trials and re-enqueue their params; returns the recovered trial numbers."""
     recovered = []
-    for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-        start = t.datetime_start.timestamp() if t.datetime_start else None
-        reason = stale_reason(t.user_attrs, here, now, grace_s, start)
+    for t, reason in running_trials(study, grace_s, here, now):
         if reason is None:
             continue
         if hand_back(study, t, reason):
