@@ -234,21 +234,24 @@ def test_budget_window_role_joins_an_open_or_busy_window_and_opens_a_new_one_aft
     assert fleet.window_role(held, 60, now, fleet_at_work=False) == (False, 1000.0)  # open: joined, its own budget unused
     assert fleet.window_role(held, 60, 1010.0, fleet_at_work=True) == (False, 1000.0)  # closed, peers finishing: no trials
     assert fleet.window_role(held, 60, 1010.0, fleet_at_work=False) == (True, 1070.0)  # closed and idle: a resumed study
+    held = {**held, "budget_s": 60}
+    assert fleet.window_role(held, 600, now, fleet_at_work=False) == (True, 1500.0)  # resumed, asking another budget
+    assert fleet.window_role(held, 600, now, fleet_at_work=True) == (False, 1000.0)  # ... but its peers are at work
 
 
 def test_a_later_worker_keeps_the_studys_budget_window_and_a_live_trial_keeps_a_closed_one(tmp_path):
     a, b = shared(tmp_path, 2)
     other = Worker(HOST, os.getppid(), None)  # a live process on this host
-    first = fleet.budget_window(a, 0.5, Worker.me(), grace_s=60)
+    first = fleet.budget_window(a, 3.0, Worker.me(), grace_s=60)
     time.sleep(0.2)
-    assert fleet.budget_window(b, 0.5, other, grace_s=60) == first  # not 0.2 s later than its peer's
+    assert fleet.budget_window(b, 3.0, other, grace_s=60) == first  # not 0.2 s later than its peer's
     running = ask_owned(a, {**Worker.me().attrs(), "heartbeat": time.time()})
     time.sleep(max(0.0, first - time.time()) + 0.05)
-    assert fleet.budget_window(b, 0.5, other, grace_s=60) == first  # closed, but a live worker's trial still runs
+    assert fleet.budget_window(b, 3.0, other, grace_s=60) == first  # closed, but a live worker's trial still runs
     a.tell(running, 1.0)
-    reopened = fleet.budget_window(b, 0.5, other, grace_s=60)
-    assert reopened > first + 0.5 and fleet.study_system_attr(a, fleet.BUDGET_KEY)["worker_pid"] == other.pid
+    reopened = fleet.budget_window(b, 3.0, other, grace_s=60)
+    assert reopened > first + 3.0 and fleet.study_system_attr(a, fleet.BUDGET_KEY)["worker_pid"] == other.pid
     dead = ask_owned(a, {**DEAD.attrs(), "heartbeat": time.time()})  # a dead worker's trial does not hold a window open
     time.sleep(max(0.0, reopened - time.time()) + 0.05)
-    assert fleet.budget_window(a, 0.5, Worker.me(), grace_s=60) > reopened
+    assert fleet.budget_window(a, 3.0, Worker.me(), grace_s=60) > reopened
     assert a.trials[dead.number].state == TrialState.RUNNING

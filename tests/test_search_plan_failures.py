@@ -120,10 +120,14 @@ def test_a_lost_workers_trial_is_not_a_failure_the_plan_learns_from():
 
     study = optuna.create_study(direction="maximize", sampler=make_plan_sampler("P", values, ["A", "B"], 0, plan, False))
     lost = ask().number
+    peer = study.ask()  # asked before the loss, suggested after it: the queued retry's row is pending for it
     assert hand_back(study, study.trials[lost], "worker gone")  # row (0, 0): failed as lost, queued again
+    peer.suggest_categorical("A", ["a", "b"])
+    assert (0, 0) in seen[-1][1] and (0, 0) not in seen[-1][0] and seen[-1][2] == set()
+    study.tell(peer, 1.0)
     ask()  # the retry, running
-    refused = ask()  # trial 2: row (0, 1)
+    refused = ask()  # trial 3: row (1, 1)
     assert seen[-1][2] == set() and (0, 0) in seen[-1][1] and (0, 0) not in seen[-1][0]
     study.tell(refused, state=TrialState.FAIL)
     ask()
-    assert seen[-1][2] == {(0, 1)}
+    assert seen[-1][2] == {(1, 1)}

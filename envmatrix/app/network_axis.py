@@ -10,6 +10,9 @@ Where the links are, decided once per command from the launcher's hosts:
   before each shaped run (engine.network.launcher_shaper); a preflight hold per condition on every host (files in
   a scratch directory under the working directory, removed after) refuses what a host cannot apply before the
   run directory is made;
+- the local launcher's per-host namespaces (``emulate_hosts: {namespaces: true}``): each used host's eth0, shaped
+  from this process once the session has made them (engine.network.seat_links); root and the kernel's qdiscs are
+  checked before anything runs;
 - anything else (every rank on this host): a shaped condition is refused, since its traffic never leaves loopback.
 """
 
@@ -164,14 +167,16 @@ def write_condition_tables(run_dir: str, results: Sequence[Any], title: str = "N
 
 
 def shaping_missed(results: Sequence[Any]) -> list[str]:
-    """The bench cells whose condition's shaping was not in effect (judgement.physics: the traffic did not cross the
-    shaped links), one phrase each: their figures are not their condition's, so the run is inconclusive."""
+    """The bench cells of any pattern whose condition's rate was not in effect (judgement.physics: far under the
+    rate's floor and the traffic did not cross the shaped links), one phrase each: their figures are not their
+    condition's, so the run is inconclusive. A delay or loss alone puts no floor under a time: never judged so."""
+    from envmatrix.bench.formulas import ALL
     from envmatrix.bench.sizes import format_size
     from envmatrix.judgement.physics import NOT_IN_EFFECT
     from envmatrix.reporting.conditions_tables import condition_cells
 
     return [f"{c.pattern} {format_size(c.size_bytes)} on {c.grid} under {c.condition} ({c.value})"
-            for c in condition_cells(results) if c.check.verdict == NOT_IN_EFFECT]
+            for c in condition_cells(results, tuple(ALL)) if c.check.verdict == NOT_IN_EFFECT]
 
 
 def with_shaping_missed(code: int, missed: Sequence[str]) -> int:

@@ -82,9 +82,10 @@ def make_console():
 def print_shaping_missed(console: Any, missed: Any) -> None:
     """Why a shaped run that passed exits 3 (app.network_axis.shaping_missed)."""
     if missed:
-        console.print(f"inconclusive: shaping was not in effect in {len(missed)} cells (first: {missed[0]}): their "
-                      "traffic did not cross the shaped links (one node, loopback, another interface), so their "
-                      "figures are not the condition's; measure on a grid of 2+ nodes", markup=False)
+        cells = "1 cell" if len(missed) == 1 else f"{len(missed)} cells"
+        console.print(f"inconclusive: shaping was not in effect in {cells} (first: {missed[0]}): the traffic did not "
+                      "cross the shaped links (one node, loopback, another interface), so the figures are not the "
+                      "condition's; measure on a grid of 2+ nodes", markup=False)
 
 
 def print_outputs(console: Any, outputs: Any) -> None:

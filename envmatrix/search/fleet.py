@@ -134,13 +134,20 @@ def open_work(study: Any, grace_s: float) -> list[str]:
     queued = len(study.get_trials(deepcopy=False, states=(TrialState.WAITING,)))
     if running or queued:
         out.append(f"{running} trials running and {queued} queued")
-    held = study_system_attr(study, claim_key(CONFIRM_JOB))
-    if held:  # no claim: the study never reached its confirmation, or has none (search.confirm_top_k=0)
-        role = job_role(held, study_system_attr(study, beat_key(CONFIRM_JOB)), study.user_attrs.get(CONFIRM_ATTR),
-                        finished_trials(study), socket.gethostname(), time.time(), grace_s)
-        if role.kind != DONE:
-            out.append(f"confirmation: {role.reason}")
+    role = confirm_role(study, grace_s, socket.gethostname(), time.time())
+    if role is not None and role.kind != DONE:
+        out.append(f"confirmation: {role.reason}")
     return out
+
+
+def confirm_role(study: Any, grace_s: float, here: str, now: float) -> Optional[Role]:
+    """The study's confirmation as a reader sees it (:func:`job_role`); None where nobody has claimed it (the study
+    never reached its confirmation, or has none: search.confirm_top_k=0)."""
+    held = study_system_attr(study, claim_key(CONFIRM_JOB))
+    if not held:
+        return None
+    return job_role(held, study_system_attr(study, beat_key(CONFIRM_JOB)), study.user_attrs.get(CONFIRM_ATTR),
+                    finished_trials(study), here, now, grace_s)
 
 
 def release(study: Any, job: str, held: Mapping[str, Any], why: str) -> None:
@@ -160,10 +167,10 @@ def store_result(study: Any, job: str, held: Mapping[str, Any], result: Mapping[
 def window_role(held: Optional[Mapping[str, Any]], budget_s: float, now: float,
                 fleet_at_work: bool) -> tuple[bool, float]:
     """(opens, deadline) for a worker starting its trials under ``search.budget_s``: it joins the study's window
-    while that is open, or closed with its fleet still at work (a later worker must not outlast its peers and make
-    their confirmation stale); it opens a new one where there is none, or the last one closed and its fleet is gone
-    (a resumed study gets a new budget)."""
-    if held and (float(held["deadline"]) > now or fleet_at_work):
+    while its fleet is at work, even closed (a later worker must not outlast its peers and make their confirmation
+    stale), and while it is open for the same budget (a study resumed inside its window gets the rest of it); it
+    opens a new one where there is none, the last one closed, or a resumed study asks another budget."""
+    if held and (fleet_at_work or (float(held["deadline"]) > now and float(held.get("budget_s", budget_s)) == budget_s)):
         return False, float(held["deadline"])
     return True, now + budget_s
 
@@ -175,12 +182,8 @@ def fleet_at_work(study: Any, grace_s: float) -> bool:
     here, now = socket.gethostname(), time.time()
     if any(reason is None for _, reason in running_trials(study, grace_s, here, now)):
         return True
-    held = study_system_attr(study, claim_key(CONFIRM_JOB))
-    if not held:
-        return False
-    role = job_role(held, study_system_attr(study, beat_key(CONFIRM_JOB)), study.user_attrs.get(CONFIRM_ATTR),
-                    finished_trials(study), here, now, grace_s)
-    return role.kind == DEFER
+    role = confirm_role(study, grace_s, here, now)
+    return role is not None and role.kind == DEFER
 
 
 def budget_window(study: Any, budget_s: float, worker: Worker, grace_s: float, attempts: int = 5) -> float:

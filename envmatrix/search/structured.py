@@ -240,7 +240,13 @@ def make_plan_sampler(name: str, values: Sequence[Sequence[Optional[str]]], name
             if t.number == trial.number:
                 continue
             if len(t.params) != len(names):
-                if t.number < trial.number and t.state == TrialState.RUNNING:
+                fixed = t.system_attrs.get("fixed_params") or {}
+                if t.state in (TrialState.RUNNING, TrialState.WAITING) and all(n in fixed for n in names):
+                    try:  # a queued retry (or one taken, its params not yet written): its row is known
+                        pending.append(tuple(list(values[index[n]]).index(fixed[n]) for n in names))
+                    except ValueError:
+                        pass
+                elif t.number < trial.number and t.state == TrialState.RUNNING:
                     unplaced.append(t.number)
                 continue
             try:

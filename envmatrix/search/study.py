@@ -456,7 +456,8 @@ def run_search(
         deadline = time.time() + settings.budget_s
     while True:
         if deadline is not None and time.time() >= deadline:
-            stats.stop_reason = f"search.budget_s={settings.budget_s:g} spent after {stats.told} trials"
+            stats.stop_reason = (f"the study's search.budget_s window closed at {time.strftime('%H:%M:%S', time.localtime(deadline))} "
+                                 f"after {stats.told} trials of this worker")
             break
         trials = study.get_trials(deepcopy=False)
         in_budget = [t for t in trials if counts_toward_budget(t)]
