@@ -157,3 +157,18 @@ def test_html_report_has_the_conditions_section_with_a_plot_per_pattern(tmp_path
     for r in plain:
         r.network = {}
     assert 'id="network-conditions"' not in render_html(RunData(str(tmp_path), plain))  # no axis, no section
+
+
+def test_shaping_missed_names_every_bounded_pattern_and_turns_only_a_pass_inconclusive():
+    from envmatrix.app.network_axis import shaping_missed, with_shaping_missed
+    from envmatrix.errors import EXIT_FAILURES, EXIT_INCONCLUSIVE, EXIT_OK
+
+    loop = _result("b200m", "rate=200mbit", 2 * 10**8, "2x1", "gloo",
+                   [_row("allgather", 64 * MIB, 0.010), _row("broadcast", 64 * MIB, 0.010), _row("p2p", 64 * MIB, 2.8)],
+                   sent=2929)
+    missed = shaping_missed(seed_000_results() + [loop])
+    assert sorted(missed) == sorted(["allgather 64M on 2x1 under b200m (rate=200mbit)",
+                                     "broadcast 64M on 2x1 under b200m (rate=200mbit)",
+                                     "p2p 64M on 2x1 under b200m (rate=200mbit)"]), missed
+    assert [with_shaping_missed(code, missed) for code in (EXIT_OK, EXIT_FAILURES)] == [EXIT_INCONCLUSIVE, EXIT_FAILURES]
+    assert with_shaping_missed(EXIT_OK, []) == EXIT_OK
