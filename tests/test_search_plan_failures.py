@@ -104,8 +104,9 @@ search:
 def test_a_lost_workers_trial_is_not_a_failure_the_plan_learns_from():
     """A trial failed because its worker died says nothing of its config: the plan sees its retry as pending, and
     only a refused trial as failed."""
+    from envmatrix.search.ownership import fail_running
     from envmatrix.search.structured import make_plan_sampler
-    from envmatrix.search.study import hand_back
+    from envmatrix.search.study import WORKER_LOST, hand_back
 
     values, seen = [("a", "b"), ("x", "y")], []
 
@@ -131,3 +132,9 @@ def test_a_lost_workers_trial_is_not_a_failure_the_plan_learns_from():
     study.tell(refused, state=TrialState.FAIL)
     ask()
     assert seen[-1][2] == {(1, 1)}
+    # failed as lost, its retry not queued yet (a second transaction): pending too, not proposed again meanwhile
+    gone = ask()
+    row = (["a", "b"].index(gone.params["A"]), ["x", "y"].index(gone.params["B"]))
+    assert fail_running(study, gone._trial_id, {"failure_class": WORKER_LOST, "root_cause": "worker gone"})
+    ask()
+    assert row in seen[-1][1] and row not in seen[-1][2]

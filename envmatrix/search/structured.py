@@ -254,7 +254,8 @@ def make_plan_sampler(name: str, values: Sequence[Sequence[Optional[str]]], name
             except (KeyError, ValueError):
                 continue
             if t.state == TrialState.FAIL and t.user_attrs.get("failure_class") == WORKER_LOST:
-                continue  # its worker died, not its config: the params are queued again (a WAITING trial)
+                pending.append(row)  # its worker died, not its config; its retry is queued (or about to be)
+                continue
             if t.state == TrialState.COMPLETE:
                 s = sign * t.values[0]
                 if measured.get(row) is None or s > measured[row]:
