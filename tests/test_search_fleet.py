@@ -239,6 +239,7 @@ def test_budget_window_role_joins_an_open_or_busy_window_and_opens_a_new_one_aft
     assert fleet.window_role(held, 600, now, fleet_at_work=True) == (False, 1000.0)  # ... but its peers are at work
 
 
+@pytest.mark.slow  # it waits out two 3 s windows
 def test_a_later_worker_keeps_the_studys_budget_window_and_a_live_trial_keeps_a_closed_one(tmp_path):
     a, b = shared(tmp_path, 2)
     other = Worker(HOST, os.getppid(), None)  # a live process on this host
