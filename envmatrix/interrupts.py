@@ -12,13 +12,34 @@ from __future__ import annotations
 
 import signal
 import threading
-from typing import Optional
+from typing import Any, Optional
 
 # What stops a command with its cleanup: Ctrl-C, SIGTERM (kill, timeout, Slurm's scancel before its SIGKILL) and
 # SIGHUP (the terminal went away); each unwinds as a Ctrl-C does, so ranks, shaping and trials are cleaned up.
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 _pending = threading.Event()
 _first: list[int] = []
+
+
+def install(handler: Any) -> dict[int, Any]:
+    """``handler`` for every signal of SIGNALS; returns the handlers it replaced (none off the main thread, where
+    Python refuses handlers: it delivers signals to the main thread only)."""
+    previous = {}
+    for sig in SIGNALS:
+        try:
+            previous[sig] = signal.signal(sig, handler)
+        except (ValueError, TypeError):
+            pass
+    return previous
+
+
+def restore(previous: dict[int, Any]) -> None:
+    """Put back what :func:`install` replaced (a handler set outside Python: the default action)."""
+    for sig, handler in previous.items():
+        try:
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+        except (ValueError, TypeError):
+            pass
 
 
 def note(signum: int = signal.SIGINT) -> None:

@@ -13,7 +13,6 @@ import argparse
 import importlib
 import os
 import shlex
-import signal
 import sys
 import traceback
 from typing import Optional, Sequence
@@ -65,7 +64,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
     # First: a Ctrl-C (or SIGTERM, SIGHUP) while the parser is built (every command module imported: a few hundred
     # ms) is an interruption like any other, not a KeyboardInterrupt traceback.
-    previous = _on_signals(_first_interrupt)
+    previous = interrupts.install(_first_interrupt)
     previous_hook, sys.unraisablehook = sys.unraisablehook, _unraisable
     try:
         return _run(argv, words)
@@ -88,7 +87,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_PIPE_CLOSED
     finally:
-        _restore(previous)
+        interrupts.restore(previous)
         sys.unraisablehook = previous_hook
         interrupts.clear()
 
@@ -121,7 +120,7 @@ def _first_interrupt(signum, frame):
     # Noted first: raised inside a finalizer, the KeyboardInterrupt below is dropped by CPython, and the run
     # loops raise it again from the note (envmatrix.interrupts).
     interrupts.note(signum)
-    _on_signals(_second_interrupt)
+    interrupts.install(_second_interrupt)
     raise KeyboardInterrupt
 
 
@@ -135,22 +134,3 @@ def _unraisable(unraisable) -> None:
 def _second_interrupt(signum, frame):
     os.write(2, b"envmatrix: interrupted again; leaving now\n")
     os._exit(EXIT_INTERRUPTED)
-
-
-def _on_signals(handler) -> dict:
-    """``handler`` for every interrupting signal (interrupts.SIGNALS); returns the handlers it replaced."""
-    previous = {}
-    for sig in interrupts.SIGNALS:
-        try:
-            previous[sig] = signal.signal(sig, handler)
-        except (ValueError, TypeError):  # not the main thread
-            pass
-    return previous
-
-
-def _restore(previous: dict) -> None:
-    for sig, handler in previous.items():
-        try:
-            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
-        except (ValueError, TypeError):
-            pass

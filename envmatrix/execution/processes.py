@@ -205,12 +205,11 @@ def deferred_interrupt() -> Iterator[None]:
         yield  # Python delivers signals to the main thread only
         return
     caught: list[int] = []
-    previous = {sig: signal.signal(sig, lambda signum, _frame: caught.append(signum)) for sig in interrupts.SIGNALS}
+    previous = interrupts.install(lambda signum, _frame: caught.append(signum))
     try:
         yield
     finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+        interrupts.restore(previous)
         if caught:
             _deliver(caught[0], previous[caught[0]])
 

@@ -228,6 +228,12 @@ def make_plan_sampler(name: str, values: Sequence[Sequence[Optional[str]]], name
 
     index = {n: k for k, n in enumerate(names)}
 
+    def row_of(params: Mapping[str, Any]) -> Optional[Row]:
+        try:
+            return tuple(list(values[index[n]]).index(params[n]) for n in names)
+        except (KeyError, ValueError):  # a variable missing, or a value this space does not hold
+            return None
+
     def rows_of(study: Any, trial: Any) -> tuple[dict[Row, Score], list[Row], set[Row], list[int]]:
         """Measured, pending and failed rows, and the numbers of earlier trials in flight whose row is not stored
         yet (a peer asked just before us: Optuna writes a trial's params one suggest at a time)."""
@@ -240,18 +246,15 @@ def make_plan_sampler(name: str, values: Sequence[Sequence[Optional[str]]], name
             if t.number == trial.number:
                 continue
             if len(t.params) != len(names):
-                fixed = t.system_attrs.get("fixed_params") or {}
-                if t.state in (TrialState.RUNNING, TrialState.WAITING) and all(n in fixed for n in names):
-                    try:  # a queued retry (or one taken, its params not yet written): its row is known
-                        pending.append(tuple(list(values[index[n]]).index(fixed[n]) for n in names))
-                    except ValueError:
-                        pass
+                # a queued retry (or one taken, its params not yet written) has its row in Optuna's fixed_params
+                queued = row_of(t.system_attrs.get("fixed_params") or {})
+                if t.state in (TrialState.RUNNING, TrialState.WAITING) and queued is not None:
+                    pending.append(queued)
                 elif t.number < trial.number and t.state == TrialState.RUNNING:
                     unplaced.append(t.number)
                 continue
-            try:
-                row = tuple(list(values[index[n]]).index(t.params[n]) for n in names)
-            except (KeyError, ValueError):
+            row = row_of(t.params)
+            if row is None:
                 continue
             if t.state == TrialState.FAIL and t.user_attrs.get("failure_class") == WORKER_LOST:
                 pending.append(row)  # its worker died, not its config; its retry is queued (or about to be)
