@@ -46,6 +46,15 @@ Families (each seed draws a new landscape of that family):
            failing (~18%): sockets > 64, Tree with LL, LL128 with 64 threads, and GDR level SYS with 16M buffers
            and >= 16 channels (a three-variable rule).
 
+  heldout_e written 2026-11-26 12:05 UTC, before its first run, when heldout_d became a family tuned on: 8 variables
+           (ALGO, PROTO x4, MAX_NCHANNELS 2-32, NTHREADS 64-512, BUFFSIZE 1-16M without 4M, IB_QPS_PER_CONNECTION,
+           SOCKET_NTHREADS, NSOCKS_PERTHREAD), 180,000 configs; broad component additive (a base per algorithm x
+           protocol times a floor plus the mean of four bumps: channels + buffers ridge per algorithm, threads per
+           protocol, QPs per algorithm, the sockets' product); the basin trio from PROTO, channels, threads, buffers,
+           QPs and socket threads, a basin value may be unset for PROTO and channels (automatic), 0.76 / 0.5 / 0.38
+           per 1 / 2 / 3+ steps off; failing (~15%): sockets > 64, Tree with LL128, LL with 512 threads, 16M buffers
+           with 4 QPs and >= 16 channels (a three-variable rule).
+
   python benchmarks/search_scale.py --first-seed 100 --seeds 20 --samplers descent,structured,tpe,tpe-group,random
   python benchmarks/search_scale.py --fidelity --seeds 20   # cheap vs full fidelity: recorded H200 1x4 and these
   python benchmarks/search_scale.py --attraction --families scale8 --first-seed 2000 --seeds 40  # why half the seeds
@@ -98,6 +107,10 @@ SPACES = {
                   "NCCL_MIN_NCHANNELS": [None, 2, 4, 8, 16, 32], "NCCL_NTHREADS": [None, 64, 128, 256, 512],
                   "NCCL_BUFFSIZE": [None, M, 4 * M, 16 * M], "NCCL_SOCKET_NTHREADS": [None, 1, 2, 4, 8],
                   "NCCL_NSOCKS_PERTHREAD": [None, 1, 2, 4, 8, 16], "NCCL_NET_GDR_LEVEL": [None, "LOC", "PHB", "SYS"]},
+    "heldout_e": {"NCCL_ALGO": [None, "Ring", "Tree"], "NCCL_PROTO": [None, "LL", "LL128", "Simple"],
+                  "NCCL_MAX_NCHANNELS": [None, 2, 4, 8, 16, 32], "NCCL_NTHREADS": [None, 64, 128, 256, 512],
+                  "NCCL_BUFFSIZE": [None, M, 2 * M, 8 * M, 16 * M], "NCCL_IB_QPS_PER_CONNECTION": [None, 1, 2, 4],
+                  "NCCL_SOCKET_NTHREADS": [None, 1, 2, 4, 8], "NCCL_NSOCKS_PERTHREAD": [None, 1, 2, 4, 8]},
 }
 # NCCL's own value for an unset variable, where it is one of the listed values (its position on the axis)
 NCCL_DEFAULTS = {"NCCL_SOCKET_NTHREADS": "1", "NCCL_NSOCKS_PERTHREAD": "1", "NCCL_NTHREADS": "512",
@@ -265,6 +278,24 @@ def family_table(family: str, seed: int) -> tuple[SearchSpace, dict[tuple, Optio
                     or (val(r, "NCCL_PROTO") == "LL128" and val(r, "NCCL_NTHREADS") == "64")
                     or (val(r, "NCCL_NET_GDR_LEVEL") == "SYS" and val(r, "NCCL_BUFFSIZE") == str(16 * M)
                         and val(r, "NCCL_MIN_NCHANNELS") in ("16", "32")))
+    elif family == "heldout_e":
+        a, p, c = names.index("NCCL_ALGO"), names.index("NCCL_PROTO"), names.index("NCCL_MAX_NCHANNELS")
+        t, b, q = names.index("NCCL_NTHREADS"), names.index("NCCL_BUFFSIZE"), names.index("NCCL_IB_QPS_PER_CONNECTION")
+        base = {(i, j): rng.uniform(0.5, 1.0) for i in range(3) for j in range(4)}
+        ridge, qpeak = {i: rng.uniform(0.5, 1.5) for i in range(3)}, {i: rng.random() for i in range(3)}
+        tpeak, s_peak, floor = {j: rng.random() for j in range(4)}, rng.uniform(0.3, 0.9), rng.uniform(0.15, 0.35)
+        for r in rows:  # additive: each bump adds its share above the floor
+            terms = (bump(pos[c](r[c]) + pos[b](r[b]), ridge[r[a]], 0.45, 0.0), bump(pos[t](r[t]), tpeak[r[p]], 0.4, 0.0),
+                     bump(pos[q](r[q]), qpeak[r[a]], 0.5, 0.0), bump(math.log2(sockets(space, r)) / 6, s_peak, 0.35, 0.0))
+            broad[r] = base[(r[a], r[p])] * (floor + (1 - floor) * sum(terms) / len(terms))
+        narrow = _narrow(space, rng, broad, [p, c, t, b, q, names.index("NCCL_SOCKET_NTHREADS")], 0.76, 0.5, 0.38,
+                         unset_ok=(p, c))
+
+        def fails(r: tuple) -> bool:
+            return (sockets(space, r) > 64 or (val(r, "NCCL_ALGO") == "Tree" and val(r, "NCCL_PROTO") == "LL128")
+                    or (val(r, "NCCL_PROTO") == "LL" and val(r, "NCCL_NTHREADS") == "512")
+                    or (val(r, "NCCL_BUFFSIZE") == str(16 * M) and val(r, "NCCL_IB_QPS_PER_CONNECTION") == "4"
+                        and val(r, "NCCL_MAX_NCHANNELS") in ("16", "32")))
     else:
         raise SystemExit(f"unknown family {family!r}")
     top = max(broad.values())
