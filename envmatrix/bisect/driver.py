@@ -6,7 +6,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Sequence
 
-from envmatrix.bisect.peel import find_all_culprits
+from envmatrix.bisect.peel import find_all_culprits, same_failure
 from envmatrix.bisect.certificates import EXPLAIN, STRICT
 from envmatrix.bisect.probe_cache import PASS
 from envmatrix.bisect.signature import signature
@@ -179,8 +179,9 @@ def bisect_env(
     def code(sig: Any) -> str:
         if sig == PASS:
             return PASS
-        if sig in sigs:
-            return "fail" if sigs.index(sig) == 0 else f"fail{sigs.index(sig) + 1}"
+        k = next((k for k, s in enumerate(sigs) if same_failure(sig, s)), None)
+        if k is not None:
+            return "fail" if k == 0 else f"fail{k + 1}"
         return "unresolved"
 
     sections = []

@@ -83,13 +83,23 @@ def stage(sig: Signature) -> Optional[float]:
     return STAGES.get(sig[0])
 
 
+def same_failure(sig: Signature, target: Signature) -> bool:
+    """Both failed with one root-cause line, whatever the class: ranks that print the error and exit sometimes
+    abort on the way out (gloo's threads: "terminate called without an active exception"), so one culprit's runs
+    end as exit_error or crash. Read by stage, a crash (later) said the culprit was absent."""
+    if sig == target:
+        return isinstance(sig, tuple)
+    return isinstance(sig, tuple) and isinstance(target, tuple) and len(sig) > 1 and len(target) > 1 \
+        and bool(sig[1]) and sig[1] == target[1]
+
+
 def read_for(sig: Signature, target: Signature) -> str:
     """What a probe that ended in ``sig`` says about the culprits of ``target``."""
     if sig == PASS:
         return PASS
     if sig == UNRESOLVED or not isinstance(sig, tuple):
         return UNRESOLVED
-    if sig == target:
+    if same_failure(sig, target):
         return FAIL
     s, t = stage(sig), stage(target)
     if s is not None and t is not None and s > t:
