@@ -120,7 +120,8 @@ CASES = [
     envfile("env-not-utf8", b"export NCCL_ALGO=R\xe9ng\n", "not UTF-8 text"),
     envfile("env-var-typo", "export NCCL_ALGOO=Ring\n", "did you mean NCCL_ALGO?"),
     envfile("env-bad-value", "export NCCL_PROTO=Simpel\n", "Simpel"),
-    Case("env-pin-override", ("bisect", "--grid", "1x2", "--env-file", "{file:e.env}", "--out", "{out}"), "safety pin",
+    Case("env-pin-override", ("bisect", "--grid", "1x2", "--env-file", "{file:e.env}", "--out", "{out}"),
+         "e.env: NCCL_NVLS_ENABLE: NCCL_NVLS_ENABLE=1 would override the safety pin",  # was: e.env: setups.e.NCCL_...
          {"e.env": "export NCCL_NVLS_ENABLE=1\n"}, env={"NCCL_NVLS_ENABLE": "0"}),
     envfile("env-bad-grid", "export NCCL_ALGO=Ring\n", "2y2", "--grid", "2y2"),
     envfile("env-only-nccl-on-gloo", "export NCCL_ALGO=Ring\n", "reads none of the variables this bisect varies", "backend=gloo"),
@@ -163,6 +164,13 @@ CASES = [
     override("bench-unknown-setup", "--setup", "--setup", "zz", command="bench"),
     override("bench-env-not-kv", "--env", "--env", "NCCL_ALGO", command="bench"),
     override("bench-env-shell-meta", "touch pwned", "--env", "NCCL_ALGO=Ring && touch pwned", command="bench"),
+    # --env is named as the flag, not as the setup it builds (was: "bench: setups.env.NCCL_NVLS_ENABLE", "bench.nccl_algo")
+    Case("bench-env-pin", ("bench", "conf={file:c.yaml}", "--env", "NCCL_NVLS_ENABLE=1", "--out", "{out}"),
+         "--env NCCL_NVLS_ENABLE: NCCL_NVLS_ENABLE=1 would override the safety pin NCCL_NVLS_ENABLE=0", {"c.yaml": GOOD},
+         env={"NCCL_NVLS_ENABLE": "0"}),
+    override("bench-env-var-typo", "--env nccl_algo: unknown variable nccl_algo (did you mean NCCL_ALGO?)", "--env",
+             "nccl_algo=Ring", command="bench"),
+    space("space-empty-values", "  space: {NCCL_ALGO: []}\n", "s.yaml: search.space.NCCL_ALGO: empty list"),  # was: search.vars
     # --- expected-bandwidth thresholds (expect: block, --baseline, --tolerance)
     conf("expect-not-mapping", GOOD + "expect: 5\n", "expect: 5 is not a mapping"),
     conf("expect-unknown-collective", GOOD + "expect: {allreduse: {1M: {busbw_gbps: 5}}}\n", "did you mean allreduce?"),

@@ -48,6 +48,19 @@ def test_space_errors_are_one_line(bad, text):
         parse_search_space(bad, load_catalog(), {}, "t.yaml: search")
 
 
+@pytest.mark.parametrize("bad, pins, line", [
+    # the key as written in the file: parse_space's own "vars" and check_pins' "setups.fixed" were named before
+    ({"space": {"NCCL_ALGO": []}}, {}, "^t.yaml: search.space.NCCL_ALGO: empty list"),
+    ({"space": {"NCCL_NVLS_ENABLE": [0, 1]}}, {}, "^t.yaml: search.space.NCCL_NVLS_ENABLE: NCCL_NVLS_ENABLE is a safety pin"),
+    ({"space": {"NCCL_ALGO": ["Ring"]}, "fixed": {"NCCL_NVLS_ENABLE": 1}}, {"NCCL_NVLS_ENABLE": "0"},
+     "^t.yaml: search.fixed.NCCL_NVLS_ENABLE: NCCL_NVLS_ENABLE=1 would override the safety pin NCCL_NVLS_ENABLE=0 "
+     "set by the caller; allowed: NCCL_NVLS_ENABLE=0 or leaving NCCL_NVLS_ENABLE out$"),
+])
+def test_space_errors_name_the_key_written(bad, pins, line):
+    with pytest.raises(ConfigError, match=line):
+        parse_search_space(bad, load_catalog(), pins, "t.yaml: search")
+
+
 def test_settings_and_objective_errors():
     with pytest.raises(ConfigError, match="did you mean trials"):
         parse_settings({"trails": 3}, "search", "n", 0)

@@ -15,7 +15,7 @@ from envmatrix.app.network_axis import (plan_shaping, shaping_missed, shaping_se
                                         write_condition_tables)
 from envmatrix.app.outputs import RunOutputs, write_run_outputs
 from envmatrix.bench.timing import DEFAULT_TIMING
-from envmatrix.config.resolve import SweepInput, check_cpu_memory, check_grids_fit, check_pins
+from envmatrix.config.resolve import SweepInput, check_cpu_memory, check_grids_fit, check_pinned_atoms
 from envmatrix.env.atoms import Setup, atoms_from_mapping
 from envmatrix.errors import ConfigError
 from envmatrix.planning.grid import auto_grids, parse_grid
@@ -196,6 +196,17 @@ def parse_env_flags(items: Sequence[str]) -> dict[str, str]:
     return env
 
 
+def env_flag_atoms(items: Sequence[str], catalog: Any, allow_unknown: bool) -> tuple:
+    """The --env atoms, checked under the flag (a config setup they go on top of was checked with its file)."""
+    from envmatrix.env.merge import caller_pins
+
+    extra = atoms_from_mapping(parse_env_flags(items), "--env")
+    for atom in extra:
+        catalog.validate_atom(atom, f"--env {atom.var}", allow_unknown)
+    check_pinned_atoms(extra, caller_pins(), "--env ")
+    return extra
+
+
 def with_env(base: Setup, extra: tuple, named: bool) -> Setup:
     """``base`` with the --env atoms on top (theirs win); a ``named`` config setup becomes NAME+env. Without --setup
     the base is the inherited env itself, named "env", and keeps that name ("env+env" said nothing)."""
@@ -219,12 +230,8 @@ def peer_bench(peers: str, grid: Any, inflight: Optional[int]) -> dict[str, Any]
 
 def prepare_bench(inp: SweepInput, args: BenchRequest, gpus: int, catalog: Any) -> tuple[SweepInput, Any]:
     """The one-run sweep input of the bench and its launcher (checked: the grid fits where it puts the ranks)."""
-    from envmatrix.env.merge import caller_pins
-
     base = named_setup(inp, args.setup) if args.setup is not None else Setup("env")
-    setup = with_env(base, atoms_from_mapping(parse_env_flags(args.env), "--env"), named=args.setup is not None)
-    catalog.validate_setup(setup, where="bench", allow_unknown=args.allow_unknown_vars)
-    check_pins([setup], caller_pins(), "bench")
+    setup = with_env(base, env_flag_atoms(args.env, catalog, args.allow_unknown_vars), named=args.setup is not None)
     grid = parse_grid(args.grid, "--grid") if args.grid is not None else (inp.grids[0] if inp.grids else auto_grids(gpus)[0])
     inp = dataclasses.replace(inp, name="bench", grids=(grid,), setups=(setup,))
     launcher = inp.make_launcher()

@@ -215,7 +215,7 @@ def env_file_target(inp: Any, request: BisectRequest, catalog: Any) -> list[tupl
     """--env-file: (name, grid, atoms) of the file's assignments, checked like a config setup."""
     from envmatrix.bisect.envfile import parse_env_file
     from envmatrix.config.compose import read_utf8
-    from envmatrix.config.resolve import check_pins
+    from envmatrix.config.resolve import check_pinned_atoms
     from envmatrix.env.atoms import Setup
     from envmatrix.env.merge import caller_pins
     from envmatrix.planning.grid import parse_grid
@@ -227,7 +227,7 @@ def env_file_target(inp: Any, request: BisectRequest, catalog: Any) -> list[tupl
         raise ConfigError(f"--env-file {path}: no variable assignments in it, so nothing to bisect; "
                           "give a file with export KEY=VALUE or KEY=VALUE lines")
     catalog.validate_setup(Setup(path.stem, tuple(atoms)), where=str(path), allow_unknown=request.allow_unknown_vars)
-    check_pins([Setup(path.stem, tuple(atoms))], caller_pins(), str(path))  # as a config setup would be
+    check_pinned_atoms(atoms, caller_pins(), f"{path}: ")  # as a config setup would be
     grid = parse_grid(request.grid, "--grid") if request.grid else inp.grids[0]
     return [(path.stem, grid, atoms)]
 

@@ -19,7 +19,7 @@ from envmatrix import paths as em_paths
 from envmatrix.app.inputs import named_setup, prepare
 from envmatrix.app.outputs import RunOutputs, write_run_outputs
 from envmatrix.bench.sizes import format_size, parse_size
-from envmatrix.env.atoms import Setup, atoms_from_mapping
+from envmatrix.env.atoms import Setup
 from envmatrix.errors import ConfigError
 from envmatrix.judgement.pairs import DEFAULT_TOLERANCE, PairFigure, PairsJudgement, flag_below_class, judge_pairs
 from envmatrix.planning.grid import Grid, parse_grid
@@ -96,19 +96,11 @@ def _sizes(request: PairsRequest) -> tuple[int, int]:
 
 
 def _setups(inp: Any, request: PairsRequest, catalog: Any) -> list[Setup]:
-    from envmatrix.app.bench import parse_env_flags, with_env
-    from envmatrix.config.resolve import check_pins
-    from envmatrix.env.merge import caller_pins
+    from envmatrix.app.bench import env_flag_atoms, with_env
 
     bases = [named_setup(inp, name) for name in request.setups] if request.setups else [Setup("env")]
-    extra = atoms_from_mapping(parse_env_flags(request.env), "--env")
-    out = []
-    for base in bases:
-        setup = with_env(base, extra, named=bool(request.setups))
-        catalog.validate_setup(setup, where="bench --pairs", allow_unknown=request.allow_unknown_vars)
-        out.append(setup)
-    check_pins(out, caller_pins(), "bench --pairs")
-    return out
+    extra = env_flag_atoms(request.env, catalog, request.allow_unknown_vars)
+    return [with_env(base, extra, named=bool(request.setups)) for base in bases]
 
 
 def _bench_probe(inp: Any, request: PairsRequest, collectives: list[str], rounds: list, large: int, small: int,

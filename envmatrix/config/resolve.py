@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from envmatrix import values
-from envmatrix.env.atoms import UNSET, Setup
+from envmatrix.env.atoms import UNSET, Atom, Setup
 from envmatrix.env.merge import SAFETY_PINS
 from envmatrix.errors import ConfigError, PlanError, did_you_mean
 from envmatrix.paths import check_name
@@ -181,13 +181,20 @@ def check_launcher_opts(opts: Mapping[str, Any]) -> None:
 
 
 def check_pins(setups: Sequence[Setup], pins: Mapping[str, str], where: str) -> None:
+    """Config setups: each refusal names ``{where}: setups.NAME.VAR``."""
     for setup in setups:
-        for atom in setup.atoms:
-            if atom.var in pins and (atom.op == UNSET or atom.value != pins[atom.var]):
-                raise ConfigError(
-                    f"{where}: setups.{setup.name}.{atom.var}: {atom} would override the safety pin "
-                    f"{atom.var}={pins[atom.var]} set by the caller; remove it from the setup"
-                )
+        check_pinned_atoms(setup.atoms, pins, f"{where}: setups.{setup.name}.")
+
+
+def check_pinned_atoms(atoms: Sequence[Atom], pins: Mapping[str, str], where: str) -> None:
+    """Refuse an atom that changes or unsets a caller's safety pin; ``where`` is the message's prefix up to the
+    variable, as the user wrote it (``c.yaml: search.fixed.``, ``--env ``, ``e.env: ``)."""
+    for atom in atoms:
+        if atom.var in pins and (atom.op == UNSET or atom.value != pins[atom.var]):
+            raise ConfigError(
+                f"{where}{atom.var}: {atom} would override the safety pin {atom.var}={pins[atom.var]} set by the "
+                f"caller; allowed: {atom.var}={pins[atom.var]} or leaving {atom.var} out"
+            )
 
 
 def resolve(

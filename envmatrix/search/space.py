@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional
 
-from envmatrix.config.resolve import CatalogValues, check_pins
+from envmatrix.config.resolve import CatalogValues, check_pinned_atoms
 from envmatrix.env.atoms import SET, Atom, Setup, atoms_from_mapping
 from envmatrix.errors import ConfigError
 from envmatrix.strategies.space import Row, Space, parse_space
@@ -114,16 +114,15 @@ def parse_search_space(
     if both:
         raise ConfigError(f"{where}.fixed.{both[0]}: also varied in {where}.space; a variable is either fixed or searched")
     ctx = StrategyContext(named={}, values=CatalogValues(catalog), where=where)
-    space = parse_space({"vars": dict(raw), "forbid": search.get("forbid")}, fixed, ctx)
+    # a pinned variable in the space is refused by parse_space whatever the caller set; fixed values by the pins
+    space = parse_space({"space": dict(raw), "forbid": search.get("forbid")}, fixed, ctx, key="space")
     out = SearchSpace(space, fixed)
     catalog.validate_setup(fixed, where=f"{where}.fixed", allow_unknown=allow_unknown)
-    probes = [fixed]
     for var, vals in zip(space.vars, space.values):
         for i, val in enumerate(vals):
             if val is not None:
                 catalog.validate_atom(Atom(var, SET, val), f"{where}.space.{var}[{i}]", allow_unknown)
-                probes.append(Setup(f"space.{var}", (Atom(var, SET, val),)))
-    check_pins(probes, pins, where)
+    check_pinned_atoms(fixed.atoms, pins, f"{where}.fixed.")
     if not space.size or not any(True for _ in space.rows()):
         raise ConfigError(f"{where}.forbid: forbids every combination of {where}.space; nothing left to search")
     return out

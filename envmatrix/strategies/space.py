@@ -146,10 +146,11 @@ def _value(value: Any, where: str) -> str | None:
     return scalar_to_str(value, where)
 
 
-def parse_space(spec: Mapping[str, Any], base: Setup | None, ctx: StrategyContext) -> Space:
-    """Parse ``vars:`` and ``forbid:`` of a product/pairwise/random spec."""
-    where = f"{ctx.where}.vars"
-    raw = spec.get("vars")
+def parse_space(spec: Mapping[str, Any], base: Setup | None, ctx: StrategyContext, key: str = "vars") -> Space:
+    """Parse ``vars:`` and ``forbid:`` of a product/pairwise/random spec; ``key`` is the name the varied variables
+    have in the user's file (``search.space`` for a search), so every message names what was written."""
+    where = f"{ctx.where}.{key}"
+    raw = spec.get(key)
     if not isinstance(raw, Mapping) or not raw:
         raise ConfigError(
             f"{where}: expected a non-empty mapping VAR: [values] or VAR: all; got {raw!r}"
