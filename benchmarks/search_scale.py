@@ -477,15 +477,17 @@ def attraction_report(families: list[str], seeds: range, starts: int = 20) -> li
     the share of allowed rows whose steepest one-knob climb ends at >= 0.95 (the basin's attraction), how well a
     row's measured value among the plan's 70 explored rows tells the attraction rows (AUC), and random-start
     first-improvement climbs in the plan's step order: reach rate, probes per climb, and what that rate buys in the
-    80 trials left after exploration."""
+    80 trials left after exploration; and on how many seeds the 70 explored rows hold any row of that attraction at
+    all (no conversion of the explored rows can do better than that share)."""
     from envmatrix.search import scale
     from envmatrix.search.structured import Layout
 
     lines = ["| family | seeds | attraction share (median) | AUC of value among the 70 explored rows (median) "
-             "| climb reaches 0.95 | probes per climb | reach within 80 probes of climbs (implied) |", "|---|---|---|---|---|---|---|"]
+             "| climb reaches 0.95 | probes per climb | reach within 80 probes of climbs (implied) "
+             "| seeds whose explored rows hold an attraction row |", "|---|---|---|---|---|---|---|---|"]
     explored_n = scale.EXPLORE + scale.ELITE_SAMPLES
     for family in families:
-        shares, aucs, hits, probes = [], [], 0, []
+        shares, aucs, hits, probes, held = [], [], 0, [], 0
         for seed in seeds:
             space, table = family_table(family, seed)
             layout = Layout.of(space.space.values)
@@ -511,6 +513,7 @@ def attraction_report(families: list[str], seeds: range, starts: int = 20) -> li
             auc = _auc([good[r] for r in good if ok[end[r]] >= 0.95], [good[r] for r in good if ok[end[r]] < 0.95])
             if auc is not None:
                 aucs.append(auc)
+            held += any(ok[end[r]] >= 0.95 for r in good)
             effect, rng, rows = scale.main_effects(list(good), good), random.Random(seed), list(ok)
             for _ in range(starts):
                 cur = rng.choice(rows)
@@ -531,7 +534,7 @@ def attraction_report(families: list[str], seeds: range, starts: int = 20) -> li
         rate, cost = hits / (starts * len(seeds)), statistics.mean(probes)
         implied = 1 - (1 - rate) ** (80 / cost)
         lines.append(f"| {family} | {seeds.start}-{seeds.stop - 1} | {statistics.median(shares):.3f} | {statistics.median(aucs):.2f} | "
-                     f"{rate:.3f} | {cost:.0f} | {implied:.2f} |")
+                     f"{rate:.3f} | {cost:.0f} | {implied:.2f} | {held}/{len(seeds)} |")
         print(lines[-1], flush=True)
     return lines
 
