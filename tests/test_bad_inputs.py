@@ -204,6 +204,12 @@ CASES = [
     override("sweep-junit-in-proc", "--junit: '/proc/envmatrix-junit.xml' cannot be", "--junit", "/proc/envmatrix-junit.xml"),
     override("bench-size-beyond-memory", "this host has", "-e", "1T", command="bench"),
     override("bench-factor-never-grows", "never grows past 8 bytes", "-f", "1.01", command="bench"),
+    # bench's flags are named as typed (was: "bench.bench.dtype", "bench.bench.collectives: '[]'", "bench: min_bytes")
+    override("bench-dtype-flag", "-d/--dtype: 'float64' not allowed; allowed: float32", "-d", "float64", command="bench"),
+    override("bench-collectives-flag", "-c/--collectives: 'allreduc' not allowed", "-c", "allreduc", command="bench"),
+    override("bench-collectives-empty", "-c/--collectives: none given", "-c", "", command="bench"),
+    override("bench-timing-flag", "--timing: 'graph' needs CUDA", "--timing", "graph", command="bench"),
+    override("bench-min-above-max", "-b/--min-bytes 1M > -e/--max-bytes 1K", "-b", "1M", "-e", "1K", command="bench"),
     override("bench-step-too-many-sizes", "at most 4096 sizes", "-e", "64M", "-i", "1", command="bench"),
     override("bench-backends-twice", "a backend twice", "--backends", "gloo,gloo", command="bench"),
     override("bench-backends-none", "no backend", "--backends", ",", command="bench"),

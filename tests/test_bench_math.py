@@ -31,6 +31,22 @@ def test_sizes():
         size_sweep(64, 8)
 
 
+def test_size_errors_name_the_keys_as_given():
+    from envmatrix.probes.builtin import normalize_bench
+
+    # a config's probe.bench names its own keys (was "bench: min_bytes 1048576 > max_bytes 1024", "bench.factor")
+    with pytest.raises(ConfigError, match=r"^probe.bench.min_bytes 1M > probe.bench.max_bytes 1K; allowed: "
+                                          r"probe.bench.min_bytes <= probe.bench.max_bytes$"):
+        normalize_bench({"min_bytes": "1M", "max_bytes": "1K"}, "probe.bench", "gloo")
+    with pytest.raises(ConfigError, match=r"^probe.bench.factor: 1 not allowed; allowed: a number > 1 \(or give probe.bench.step_bytes\)$"):
+        normalize_bench({"factor": 1}, "probe.bench", "gloo")
+    with pytest.raises(ConfigError, match=r"^probe.bench.collectives: none given; allowed: one or more of allreduce"):
+        normalize_bench({"collectives": []}, "probe.bench", "gloo")
+    flags = {"min_bytes": "-b", "max_bytes": "-e", "factor": "-f", "step_bytes": "-i"}
+    with pytest.raises(ConfigError, match=r"^-b 64B > -e 8B; allowed: -b <= -e$"):
+        size_sweep(64, 8, keys=flags)
+
+
 def test_warmup_sweep_doubles_from_the_smallest_size_to_e_like_nccl_tests():
     assert warmup_sweep([8, 64, 512]) == [8, 16, 32, 64, 128, 256, 512]
     # -b 8 -e 64M -f 8 sweeps up to 16M, nccl-tests warms up to 64M

@@ -14,12 +14,14 @@ from envmatrix.app.inputs import named_setup, prepare
 from envmatrix.app.network_axis import (plan_shaping, shaping_missed, shaping_session, with_flags, with_shaping_missed,
                                         write_condition_tables)
 from envmatrix.app.outputs import RunOutputs, write_run_outputs
-from envmatrix.bench.timing import DEFAULT_TIMING
+from envmatrix.bench.sizes import size_sweep
+from envmatrix.bench.timing import DEFAULT_TIMING, check_timing
 from envmatrix.config.resolve import SweepInput, check_cpu_memory, check_grids_fit, check_pinned_atoms
 from envmatrix.env.atoms import Setup, atoms_from_mapping
 from envmatrix.errors import ConfigError
 from envmatrix.planning.grid import auto_grids, parse_grid
 from envmatrix.probes import get_probe
+from envmatrix.probes.builtin import bench_collectives, bench_dtype, default_max_bytes
 from envmatrix.results import ProbeResult
 
 
@@ -228,6 +230,10 @@ def peer_bench(peers: str, grid: Any, inflight: Optional[int]) -> dict[str, Any]
             "peer_plan": to_spec(grid.nodes, grid.ppn, list(dict.fromkeys(modes)), inflight)}
 
 
+BENCH_SIZE_FLAGS = {"min_bytes": "-b/--min-bytes", "max_bytes": "-e/--max-bytes", "factor": "-f/--factor",
+                    "step_bytes": "-i/--step-bytes"}
+
+
 def prepare_bench(inp: SweepInput, args: BenchRequest, gpus: int, catalog: Any) -> tuple[SweepInput, Any]:
     """The one-run sweep input of the bench and its launcher (checked: the grid fits where it puts the ranks)."""
     base = named_setup(inp, args.setup) if args.setup is not None else Setup("env")
@@ -241,17 +247,19 @@ def prepare_bench(inp: SweepInput, args: BenchRequest, gpus: int, catalog: Any) 
                           "multiply or add; allowed: one of them (nccl-tests' -f or -i)")
     # each flag's value is checked under the flag's own name, not the probe key it fills
     bench = {
-        "collectives": [c.strip() for c in args.collectives.split(",") if c.strip()],
+        "collectives": bench_collectives([c.strip() for c in args.collectives.split(",") if c.strip()], "-c/--collectives"),
         "min_bytes": values.size("-b/--min-bytes", args.min_bytes),
         "max_bytes": None if args.max_bytes is None else values.size("-e/--max-bytes", args.max_bytes),
         "factor": 2.0 if args.factor is None else values.number("-f/--factor", args.factor, above=1),
         "step_bytes": None if args.step_bytes is None else values.size("-i/--step-bytes", args.step_bytes),
         "iters": values.integer("-n/--iters", args.iters, minimum=1),
         "warmup": values.integer("-w/--warmup", args.warmup, minimum=0),
-        "dtype": args.dtype,
+        "dtype": bench_dtype(args.dtype, "-d/--dtype"),
         "check": not args.no_check,
-        "timing": args.timing,
+        "timing": check_timing(args.timing, inp.backend, "--timing"),
     }
+    size_sweep(bench["min_bytes"], bench["max_bytes"] or default_max_bytes(inp.backend), bench["factor"], bench["step_bytes"],
+               BENCH_SIZE_FLAGS)
     if args.peers is not None:
         bench.update(peer_bench(args.peers, grid, args.inflight))
     elif args.inflight is not None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Mapping, Optional
 
 from envmatrix import values
 from envmatrix.errors import ConfigError
@@ -24,27 +24,35 @@ def format_size(n: int) -> str:
 MAX_SIZES = 4096
 
 
-def size_sweep(min_bytes: int, max_bytes: int, factor: Optional[float] = 2.0, step_bytes: Optional[int] = None) -> list[int]:
-    """Sizes from min to max by a multiplicative factor or an additive step (nccl-tests -f / -i)."""
+#: the names size_sweep's messages give its arguments unless the caller says how the user wrote them
+SWEEP_KEYS = {"min_bytes": "bench.min_bytes", "max_bytes": "bench.max_bytes", "factor": "bench.factor",
+              "step_bytes": "bench.step_bytes"}
+
+
+def size_sweep(min_bytes: int, max_bytes: int, factor: Optional[float] = 2.0, step_bytes: Optional[int] = None,
+               keys: Mapping[str, str] = SWEEP_KEYS) -> list[int]:
+    """Sizes from min to max by a multiplicative factor or an additive step (nccl-tests -f / -i); ``keys`` name the
+    four arguments as given (``probe.bench.min_bytes``, ``-b/--min-bytes``)."""
+    low, high, grow, step = (keys[k] for k in ("min_bytes", "max_bytes", "factor", "step_bytes"))
     if min_bytes > max_bytes:
-        raise ConfigError(f"bench: min_bytes {min_bytes} > max_bytes {max_bytes}; allowed: min_bytes <= max_bytes")
+        raise ConfigError(f"{low} {format_size(min_bytes)} > {high} {format_size(max_bytes)}; allowed: {low} <= {high}")
     if step_bytes:
         count = (max_bytes - min_bytes) // step_bytes + 1
         if count > MAX_SIZES:
-            raise ConfigError(f"bench.step_bytes: {step_bytes} steps {count} sizes from {min_bytes} to {max_bytes}; allowed: at "
+            raise ConfigError(f"{step}: {step_bytes} steps {count} sizes from {min_bytes} to {max_bytes}; allowed: at "
                               f"most {MAX_SIZES} sizes (a step of at least {-(-(max_bytes - min_bytes) // (MAX_SIZES - 1))})")
         return list(range(min_bytes, max_bytes + 1, step_bytes))
     if factor is None or factor <= 1:
-        raise ConfigError(f"bench.factor: {factor!r} not allowed; allowed: a number > 1 (or give step_bytes)")
+        raise ConfigError(f"{grow}: {factor!r} not allowed; allowed: a number > 1 (or give {step})")
     sizes, size = [], min_bytes
     while size <= max_bytes:
         sizes.append(size)
         grown = int(size * factor)
         if grown <= size or len(sizes) >= MAX_SIZES and grown <= max_bytes:
             # int(8 * 1.01) is 8: such a factor never gets past the smallest sizes
-            raise ConfigError(f"bench.factor: {factor:.10g} from {min_bytes} " + (f"never grows past {size} bytes" if grown <= size
+            raise ConfigError(f"{grow}: {factor:.10g} from {min_bytes} " + (f"never grows past {size} bytes" if grown <= size
                               else f"takes more than {MAX_SIZES} sizes to reach {max_bytes}")
-                              + f"; allowed: a factor that reaches max_bytes in at most {MAX_SIZES} sizes (e.g. 2)")
+                              + f"; allowed: a factor that reaches {high} in at most {MAX_SIZES} sizes (e.g. 2)")
         size = grown
     return sizes
 

@@ -26,9 +26,10 @@ TIMINGS = {
 _CUDA_ONLY = ("graph", "device-hides-launch")
 
 
-def check_timing(timing: str, backend: str, where: str) -> str:
+def check_timing(timing: str, backend: str, key: str) -> str:
+    """``key``: the name the value was given under (``probe.bench.timing``, ``--timing``)."""
     if timing not in TIMINGS:
-        raise ConfigError(f"{where}.timing: {timing!r} not allowed; allowed: {', '.join(TIMINGS)}")
+        raise ConfigError(f"{key}: {timing!r} not allowed; allowed: {', '.join(TIMINGS)}")
     if timing in _CUDA_ONLY and backend != "nccl":
-        raise ConfigError(f"{where}.timing: {timing!r} needs CUDA (backend nccl), backend is {backend!r}; allowed here: host, blocking")
+        raise ConfigError(f"{key}: {timing!r} needs CUDA (backend nccl), backend is {backend!r}; allowed here: host, blocking")
     return timing

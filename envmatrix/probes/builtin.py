@@ -7,7 +7,7 @@ from typing import Any, Mapping, Optional
 
 from envmatrix import values
 from envmatrix.bench.formulas import ALL
-from envmatrix.bench.sizes import parse_size, size_sweep
+from envmatrix.bench.sizes import SWEEP_KEYS, parse_size, size_sweep
 from envmatrix.bench.timing import DEFAULT_TIMING, check_timing
 from envmatrix.errors import ConfigError, did_you_mean
 from envmatrix.boundary import ProcessOutcome
@@ -36,6 +36,10 @@ BENCH_DEFAULTS = {
 }
 
 
+def default_max_bytes(backend: str) -> int:
+    return (1 << 30) if backend == "nccl" else (1 << 20)
+
+
 def normalize_bench(raw: Any, where: str, backend: str) -> Optional[dict[str, Any]]:
     if raw in (None, False):
         return None
@@ -47,17 +51,11 @@ def normalize_bench(raw: Any, where: str, backend: str) -> Optional[dict[str, An
     if unknown:
         raise ConfigError(f"{where}: unknown key {unknown[0]!r}{did_you_mean(unknown[0], BENCH_DEFAULTS)}; allowed: {', '.join(BENCH_DEFAULTS)}")
     bench = {**BENCH_DEFAULTS, **raw}
-    colls = bench["collectives"]
-    colls = [colls] if isinstance(colls, str) else list(colls)
-    bad = [c for c in colls if c not in ALL]
-    if bad or not colls:
-        raise ConfigError(f"{where}.collectives: {bad[0] if bad else '[]'!r} not allowed; allowed: {', '.join(ALL)}")
-    values.distinct(f"{where}.collectives", colls, "each collective once")
-    check_timing(bench["timing"], backend, where)
-    if bench["dtype"] not in DTYPES:
-        raise ConfigError(f"{where}.dtype: {bench['dtype']!r} not allowed; allowed: {', '.join(DTYPES)}")
+    colls = bench_collectives(bench["collectives"], f"{where}.collectives")
+    check_timing(bench["timing"], backend, f"{where}.timing")
+    bench_dtype(bench["dtype"], f"{where}.dtype")
     if bench["max_bytes"] is None:
-        bench["max_bytes"] = (1 << 30) if backend == "nccl" else (1 << 20)
+        bench["max_bytes"] = default_max_bytes(backend)
     bench["min_bytes"] = parse_size(bench["min_bytes"], f"{where}.min_bytes")
     bench["max_bytes"] = parse_size(bench["max_bytes"], f"{where}.max_bytes")
     if bench["step_bytes"] is not None:
@@ -65,9 +63,27 @@ def normalize_bench(raw: Any, where: str, backend: str) -> Optional[dict[str, An
     for key in ("iters", "warmup"):
         if not isinstance(bench[key], int) or bench[key] < (1 if key == "iters" else 0):
             raise ConfigError(f"{where}.{key}: {bench[key]!r} not allowed; allowed: an integer >= {1 if key == 'iters' else 0}")
-    bench["sizes"] = size_sweep(bench["min_bytes"], bench["max_bytes"], bench["factor"], bench["step_bytes"])
+    bench["sizes"] = size_sweep(bench["min_bytes"], bench["max_bytes"], bench["factor"], bench["step_bytes"],
+                                {key: f"{where}.{key}" for key in SWEEP_KEYS})
     bench["collectives"] = colls
     return bench
+
+
+def bench_collectives(raw: Any, key: str) -> list[str]:
+    """The bench's collectives (one name or a list), each known and named once; ``key`` as the user wrote it."""
+    colls = [raw] if isinstance(raw, str) else list(raw)
+    bad = [c for c in colls if c not in ALL]
+    if bad or not colls:
+        raise ConfigError(f"{key}: {repr(bad[0]) + ' not allowed' if bad else 'none given'}; allowed: one or more of "
+                          f"{', '.join(ALL)}")
+    values.distinct(key, colls, "each collective once")
+    return colls
+
+
+def bench_dtype(dtype: Any, key: str) -> str:
+    if dtype not in DTYPES:
+        raise ConfigError(f"{key}: {dtype!r} not allowed; allowed: {', '.join(DTYPES)}")
+    return dtype
 
 
 NCCL_DEBUG_LEVELS = ("VERSION", "WARN", "INFO", "TRACE")

@@ -537,7 +537,7 @@ def run_bench(
     are, even where the last swept size is smaller (-e 64M -f 8 ends at 16M), so the per-iteration shift steps
     through the same bytes as nccl-tests does."""
     # a CUDA-only timing on a CPU group would die inside torch.cuda; say why instead
-    check_timing(timing, "nccl" if c.device.type == "cuda" else "gloo", "bench")
+    check_timing(timing, "nccl" if c.device.type == "cuda" else "gloo", "bench.timing")
     rows = []
     tried_direct = False
     warnings.filterwarnings("ignore", category=FutureWarning)
