@@ -143,6 +143,19 @@ def test_duplicate_setup_names_and_non_utf8_confs_are_refused(tmp_path):
     assert "not UTF-8 text" in _error(f"conf={latin}")
 
 
+def test_yaml_merge_keys_compose_setups_and_an_explicit_key_wins(tmp_path):
+    # `<<: *base` is YAML an admin writes to share a base env; it was "malformed YAML (could not determine a
+    # constructor for the tag 'tag:yaml.org,2002:merge')" because the duplicate-key check constructed the << key
+    conf = tmp_path / "merge.yaml"
+    conf.write_text("backend: gloo\ngrids: [1x2]\nsetups:\n  base: &b {NCCL_ALGO: Ring, NCCL_PROTO: LL}\n"
+                    "  tree: {<<: *b, NCCL_ALGO: Tree}\n")
+    setups = {s.name: {a.var: a.value for a in s.atoms} for s in _resolve(f"conf={conf}").setups}
+    assert setups == {"base": {"NCCL_ALGO": "Ring", "NCCL_PROTO": "LL"}, "tree": {"NCCL_ALGO": "Tree", "NCCL_PROTO": "LL"}}
+    conf.write_text("backend: gloo\ngrids: [1x2]\nsetups:\n  base: &b {NCCL_ALGO: Ring}\n"
+                    "  tree: {<<: *b, NCCL_ALGO: Tree, NCCL_ALGO: Ring}\n")
+    assert "duplicate key 'NCCL_ALGO'" in _error(f"conf={conf}")  # written twice beside the merge: still refused
+
+
 def test_conf_found_from_any_cwd(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert _resolve("conf=aws_ofi", "grids=[1x2]").name == "aws_ofi"
