@@ -38,3 +38,15 @@ def test_metrics_rows_are_stored_with_their_result(tmp_path):
 def test_unknown_scheme():
     with pytest.raises(ConfigError, match=r"unknown store URL scheme 'redis'; allowed: sqlite"):
         open_store("redis://x")
+
+
+def test_a_corrupt_store_is_named_by_its_path_as_given(tmp_path, monkeypatch):
+    from envmatrix.paths import store_url
+
+    (tmp_path / "results.sqlite").write_bytes(b"not a database" * 20)
+    with pytest.raises(ConfigError) as err:  # was "//tmp/.../results.sqlite": the URL split at "://"
+        open_store(store_url(str(tmp_path)))
+    assert str(err.value).startswith(f"{tmp_path}/results.sqlite: corrupt store (not an SQLite database)")
+    monkeypatch.chdir(tmp_path)  # sqlite:///rel is relative to the cwd, as in SQLAlchemy (it was /rel)
+    with pytest.raises(ConfigError, match=r"^results.sqlite: corrupt store"):
+        open_store("sqlite:///results.sqlite")

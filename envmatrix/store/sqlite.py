@@ -112,6 +112,10 @@ class SqliteStore(ResultStore):
 
     @classmethod
     def from_url(cls, url: str) -> "SqliteStore":
+        # SQLAlchemy's form: sqlite:///relative/path, sqlite:////absolute/path (paths.store_url writes the latter);
+        # split at "://" it gave "//abs/path", the path every corrupt-store message then named
+        if url.startswith("sqlite:///"):
+            return cls(url[len("sqlite:///"):])
         return cls(url.split("://", 1)[1] if "://" in url else url)
 
     def open_sweep(self, sweep_id: str, config: dict[str, Any]) -> None:
