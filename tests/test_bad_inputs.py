@@ -283,6 +283,9 @@ CASES = [
     override("ovr-probe-collective-twice", "probe.collectives[1]: 'allgather' is listed twice",
              "probe.collectives=[allgather,allgather]"),
     override("ovr-probe-numel-bool", "probe.numel: True not allowed", "probe.numel=true"),  # was: numel True ran as 1
+    # a stall on a rank no grid has never fires: the sweep passed as if the fault had been injected and survived
+    override("ovr-probe-stall-rank-beyond-grids", "probe.stall: rank 5 is on no grid (1x2: ranks 0..1); allowed: a rank below 2",
+             "probe.stall={rank:5,seq:1}"),
     # bisect's grid flags were checked only as the grids=[...] override they become: the message named grids[0]
     Case("bisect-failing-not-a-grid", ("bisect", "--failing", "garbage", "conf={file:c.yaml}", "--out", "{out}"),
          "--failing: 'garbage' is not a grid", {"c.yaml": GOOD}),

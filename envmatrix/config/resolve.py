@@ -241,6 +241,7 @@ def resolve(
     probe_params = dict(data.get("probe") or {})
     probe = get_probe(str(probe_params.pop("name", "builtin")))
     spec = probe.spec(probe_params, where="probe", backend=backend)
+    probe.check_grids(spec, grids, "probe")
     check_shared_gpus(grids, backend, gpus, launcher, probe, spec)
     check_cpu_memory(grids, backend, launcher, probe, spec)
     from envmatrix.config.expect import parse_expect

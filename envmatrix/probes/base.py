@@ -54,6 +54,10 @@ class Probe(abc.ABC):
         naming the key and what to do; None: nothing found missing. Checked once before a command launches."""
         return None
 
+    def check_grids(self, spec: ProbeSpec, grids: Sequence[Any], where: str) -> None:
+        """Refuse, before anything runs, a parameter that names ranks no grid of the command has (a ConfigError
+        naming ``where``.KEY); nothing to refuse by default."""
+
     def rank_buffer_bytes(self, spec: ProbeSpec, world: int) -> int:
         """GPU memory one rank's own buffers take at most, besides its CUDA context and NCCL's (planning.placement
         adds those); 0 where the probe cannot tell (a user's command)."""

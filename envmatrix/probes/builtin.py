@@ -3,7 +3,7 @@ optionally followed by a timed bench over a size sweep."""
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping, Optional, Sequence
 
 from envmatrix import values
 from envmatrix.bench.formulas import ALL
@@ -150,6 +150,13 @@ class BuiltinProbe(ModuleProbe):
         if params["forbid_transport"] and not params["nccl_debug"]:
             params["nccl_debug"] = "INFO"  # the policy is checked on NCCL's own log
         return super().normalize(params, where, backend)
+
+    def check_grids(self, spec: ProbeSpec, grids: Sequence[Any], where: str) -> None:
+        stall = spec.params.get("stall")
+        largest = max((grid.nodes * grid.ppn for grid in grids), default=0)
+        if stall is not None and grids and stall["rank"] >= largest:  # the fault would never fire: every cell passes
+            raise ConfigError(f"{where}.stall: rank {stall['rank']} is on no grid ({', '.join(map(str, grids))}: ranks "
+                              f"0..{largest - 1}); allowed: a rank below {largest}")
 
     def rank_buffer_bytes(self, spec: ProbeSpec, world: int) -> int:
         params = spec.params
