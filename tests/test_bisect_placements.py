@@ -33,3 +33,43 @@ def test_a_culprit_whose_failure_sometimes_ends_in_an_abort_is_found(culprit, se
     assert res.status == "ok" and res.complete, (res.status, res.sections)
     assert res.culprits == [frozenset({culprit})]
     assert set(res.final_env) == set(range(12)) - {culprit}
+
+
+# Every rank prints the error and exits 1 when ENVMATRIX_C is set; rank 1 aborts on the way out from its second
+# run on (as gloo's threads did on this host at times): the env's own run is exit_error, later ones crash, one line.
+ABORTS_AFTER_THE_FIRST_RUN = """
+import os, sys
+if "ENVMATRIX_C" not in os.environ:
+    sys.exit(0)
+print("NCCL WARN proxy connection lost", flush=True)
+if os.environ["RANK"] == "1":
+    path = os.path.join(os.environ["COUNTERS"], "rank1")
+    runs = int(open(path).read()) if os.path.exists(path) else 0
+    open(path, "w").write(str(runs + 1))
+    if runs:
+        os.abort()
+sys.exit(1)
+"""
+
+
+def test_a_culprit_whose_ranks_sometimes_abort_with_real_processes(cli, tmp_path):
+    import json
+    import sys
+
+    from conftest import assert_no_processes
+
+    script = tmp_path / "probe.py"
+    script.write_text(ABORTS_AFTER_THE_FIRST_RUN)
+    (tmp_path / "counters").mkdir()
+    cli.env["COUNTERS"] = str(tmp_path / "counters")
+    env_file = tmp_path / "env.sh"
+    env_file.write_text("".join(f"export ENVMATRIX_H{i}={i}\n" for i in range(8)) + "export ENVMATRIX_C=1\n")
+    done = cli.run("bisect", "backend=gloo", "--grid", "1x2", "--env-file", str(env_file), "--allow-unknown-vars",
+                   "--probe-cmd", f"{sys.executable} {script}", "--no-repair", "--out", str(tmp_path / "o"),
+                   "--json", str(tmp_path / "r.json"))
+    assert done.returncode == 1, done.stdout + done.stderr
+    (report,) = json.loads((tmp_path / "r.json").read_text())
+    assert report["culprits"] == [["ENVMATRIX_C=1"]] and report["complete"]
+    outcomes = {t["outcome"] for t in report["trail"]}
+    assert outcomes == {"fail", "pass"}, report["trail"]  # the aborted runs are shown as the env's failure too
+    assert_no_processes(cli.marker)
