@@ -283,6 +283,15 @@ CASES = [
     override("ovr-probe-collective-twice", "probe.collectives[1]: 'allgather' is listed twice",
              "probe.collectives=[allgather,allgather]"),
     override("ovr-probe-numel-bool", "probe.numel: True not allowed", "probe.numel=true"),  # was: numel True ran as 1
+    # probe values of the wrong kind: TypeError tracebacks (exit 1), or text read letter by letter / exported as a list
+    override("ovr-probe-collectives-null", "probe.collectives: None is not a list", "probe.collectives=null"),
+    override("ovr-probe-forbid-transport-number", "probe.forbid_transport: 5 is not a list", "probe.forbid_transport=5"),
+    override("ovr-probe-forbid-transport-typo", "probe.forbid_transport[0]: 'NTE' is not a transport (did you mean NET?)",
+             "probe.forbid_transport=[NTE]"),
+    override("ovr-probe-debug-subsys-number", "probe.nccl_debug_subsys: 5 not allowed", "probe.nccl_debug_subsys=5"),
+    override("ovr-probe-bench-factor-text", "probe.bench.factor: 'abc' is not a number", "probe.bench={factor:abc}"),
+    override("ovr-command-probe-debug-level", "probe.nccl_debug: 'LOUD' not allowed", "probe=command",
+             "probe.command=/bin/true", "probe.nccl_debug=LOUD"),
     # a stall on a rank no grid has never fires: the sweep passed as if the fault had been injected and survived
     override("ovr-probe-stall-rank-beyond-grids", "probe.stall: rank 5 is on no grid (1x2: ranks 0..1); allowed: a rank below 2",
              "probe.stall={rank:5,seq:1}"),

@@ -42,6 +42,14 @@ def test_size_errors_name_the_keys_as_given():
         normalize_bench({"factor": 1}, "probe.bench", "gloo")
     with pytest.raises(ConfigError, match=r"^probe.bench.collectives: none given; allowed: one or more of allreduce"):
         normalize_bench({"collectives": []}, "probe.bench", "gloo")
+    # values of the wrong kind: TypeError tracebacks (collectives null, factor text) or taken as true/1 (check, iters)
+    for raw, expect in (({"collectives": None}, r"^probe.bench.collectives: None is not a list"),
+                        ({"factor": "abc"}, r"^probe.bench.factor: 'abc' is not a number"),
+                        ({"timing": ["host"]}, r"^probe.bench.timing: \['host'\] not allowed"),
+                        ({"check": "no"}, r"^probe.bench.check: 'no' not allowed; allowed: true, false$"),
+                        ({"iters": True}, r"^probe.bench.iters: True not allowed")):
+        with pytest.raises(ConfigError, match=expect):
+            normalize_bench(raw, "probe.bench", "gloo")
     flags = {"min_bytes": "-b", "max_bytes": "-e", "factor": "-f", "step_bytes": "-i"}
     with pytest.raises(ConfigError, match=r"^-b 64B > -e 8B; allowed: -b <= -e$"):
         size_sweep(64, 8, keys=flags)

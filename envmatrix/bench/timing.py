@@ -28,7 +28,7 @@ _CUDA_ONLY = ("graph", "device-hides-launch")
 
 def check_timing(timing: str, backend: str, key: str) -> str:
     """``key``: the name the value was given under (``probe.bench.timing``, ``--timing``)."""
-    if timing not in TIMINGS:
+    if not isinstance(timing, str) or timing not in TIMINGS:  # a list was unhashable: a TypeError traceback
         raise ConfigError(f"{key}: {timing!r} not allowed; allowed: {', '.join(TIMINGS)}")
     if timing in _CUDA_ONLY and backend != "nccl":
         raise ConfigError(f"{key}: {timing!r} needs CUDA (backend nccl), backend is {backend!r}; allowed here: host, blocking")

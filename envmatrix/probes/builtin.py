@@ -14,6 +14,7 @@ from envmatrix.boundary import ProcessOutcome
 from envmatrix.planning.plan import ProbeSpec
 from envmatrix.probes.base import ModuleProbe, from_process, register
 from envmatrix.probes.rootcause import root_cause_line
+from envmatrix.probes.transport_policy import forbidden_transports
 from envmatrix.results import PASS, PEER_KILLED, TIMEOUT, RankResult
 
 COLLECTIVES = ("allreduce", "allgather", "alltoall")
@@ -60,8 +61,13 @@ def normalize_bench(raw: Any, where: str, backend: str) -> Optional[dict[str, An
     bench["max_bytes"] = parse_size(bench["max_bytes"], f"{where}.max_bytes")
     if bench["step_bytes"] is not None:
         bench["step_bytes"] = parse_size(bench["step_bytes"], f"{where}.step_bytes")
+    factor = bench["factor"]
+    if factor is not None and (isinstance(factor, bool) or not isinstance(factor, (int, float))):  # was: a TypeError
+        raise ConfigError(f"{where}.factor: {factor!r} is not a number; allowed: a number > 1 (or give {where}.step_bytes)")
+    if not isinstance(bench["check"], bool):  # 'no' was true
+        raise ConfigError(f"{where}.check: {bench['check']!r} not allowed; allowed: true, false")
     for key in ("iters", "warmup"):
-        if not isinstance(bench[key], int) or bench[key] < (1 if key == "iters" else 0):
+        if not isinstance(bench[key], int) or isinstance(bench[key], bool) or bench[key] < (1 if key == "iters" else 0):
             raise ConfigError(f"{where}.{key}: {bench[key]!r} not allowed; allowed: an integer >= {1 if key == 'iters' else 0}")
     bench["sizes"] = size_sweep(bench["min_bytes"], bench["max_bytes"], bench["factor"], bench["step_bytes"],
                                 {key: f"{where}.{key}" for key in SWEEP_KEYS})
@@ -71,6 +77,8 @@ def normalize_bench(raw: Any, where: str, backend: str) -> Optional[dict[str, An
 
 def bench_collectives(raw: Any, key: str) -> list[str]:
     """The bench's collectives (one name or a list), each known and named once; ``key`` as the user wrote it."""
+    if not isinstance(raw, (str, list, tuple)):  # null or a number: list() of it was a TypeError traceback
+        raise ConfigError(f"{key}: {raw!r} is not a list; allowed: one or more of {', '.join(ALL)}")
     colls = [raw] if isinstance(raw, str) else list(raw)
     bad = [c for c in colls if c not in ALL]
     if bad or not colls:
@@ -88,6 +96,22 @@ def bench_dtype(dtype: Any, key: str) -> str:
 
 NCCL_DEBUG_LEVELS = ("VERSION", "WARN", "INFO", "TRACE")
 TEARDOWNS = ("destroy", "exit")
+
+
+def check_nccl_debug(params: dict[str, Any], where: str) -> None:
+    """``nccl_debug`` (a level or null) and ``nccl_debug_subsys`` (text such as INIT,NET, or a list of subsystems) of
+    the probes that capture NCCL's log, in place: a number or "['INIT', 'NET']" reached NCCL as NCCL_DEBUG_SUBSYS."""
+    level = params.get("nccl_debug")
+    if level is not None and str(level).upper() not in NCCL_DEBUG_LEVELS:
+        raise ConfigError(f"{where}.nccl_debug: {level!r} not allowed; allowed: {', '.join(NCCL_DEBUG_LEVELS)} or null")
+    params["nccl_debug"] = None if level is None else str(level).upper()
+    subsys = params.get("nccl_debug_subsys")
+    if isinstance(subsys, (list, tuple)) and subsys and all(isinstance(v, str) and v for v in subsys):
+        subsys = ",".join(subsys)
+    if not isinstance(subsys, str) or not subsys.strip():
+        raise ConfigError(f"{where}.nccl_debug_subsys: {subsys!r} not allowed; allowed: NCCL subsystems as text such as "
+                          "INIT,NET, or a list [INIT, NET]")
+    params["nccl_debug_subsys"] = subsys
 
 
 def nccl_debug_env(params: Mapping[str, Any]) -> dict[str, str]:
@@ -120,18 +144,18 @@ class BuiltinProbe(ModuleProbe):
     }
 
     def normalize(self, params: dict[str, Any], where: str, backend: str) -> dict[str, Any]:
-        bad = [c for c in params["collectives"] if c not in COLLECTIVES]
-        if bad or not params["collectives"]:
+        colls = params["collectives"] = [params["collectives"]] if isinstance(params["collectives"], str) else params["collectives"]
+        if not isinstance(colls, (list, tuple)):  # null or a number: iterating it was a TypeError traceback
+            raise ConfigError(f"{where}.collectives: {colls!r} is not a list; allowed: a non-empty subset of {', '.join(COLLECTIVES)}")
+        bad = [c for c in colls if c not in COLLECTIVES]
+        if bad or not colls:
             raise ConfigError(f"{where}.collectives: {bad or '[]'} not allowed; allowed: a non-empty subset of {', '.join(COLLECTIVES)}")
         values.distinct(f"{where}.collectives", list(params["collectives"]), "each collective once")
         if not isinstance(params["numel"], int) or isinstance(params["numel"], bool) or params["numel"] < 1:
             raise ConfigError(f"{where}.numel: {params['numel']!r} not allowed; allowed: an integer >= 1")
         params["bench"] = normalize_bench(params.get("bench"), f"{where}.bench", backend)
-        level = params.get("nccl_debug")
-        if level is not None and str(level).upper() not in NCCL_DEBUG_LEVELS:
-            raise ConfigError(f"{where}.nccl_debug: {level!r} not allowed; allowed: {', '.join(NCCL_DEBUG_LEVELS)} or null")
-        params["nccl_debug"] = None if level is None else str(level).upper()
-        params["forbid_transport"] = [str(t) for t in (params.get("forbid_transport") or [])]
+        check_nccl_debug(params, where)
+        params["forbid_transport"] = forbidden_transports(params.get("forbid_transport"), f"{where}.forbid_transport")
         stall = params.get("stall")
         if stall is not None and not (isinstance(stall, dict) and set(stall) == {"rank", "seq"}
                                       and all(isinstance(v, int) and not isinstance(v, bool) for v in stall.values())

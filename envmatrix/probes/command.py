@@ -11,7 +11,8 @@ from envmatrix.errors import ConfigError
 from envmatrix.boundary import ProcessOutcome
 from envmatrix.planning.plan import ProbeSpec
 from envmatrix.probes.base import Probe, from_process, register
-from envmatrix.probes.builtin import nccl_debug_env
+from envmatrix.probes.builtin import check_nccl_debug, nccl_debug_env
+from envmatrix.probes.transport_policy import forbidden_transports
 from envmatrix.parsers.nccl_tests import NcclTestsReport, looks_like_nccl_tests, parse_stdout
 from envmatrix.results import COLLECTIVE_ERROR, EXIT_ERROR, PASS, UNRESOLVED, WRONG_RESULT, RankResult
 
@@ -44,7 +45,8 @@ class CommandProbe(Probe):
         if os.sep in argv[0] and not os.path.isabs(argv[0]):
             # ranks start in the run's directory: the path is relative to where envmatrix was called
             params["command"] = [os.path.abspath(argv[0]), *argv[1:]]
-        params["forbid_transport"] = [str(t) for t in (params.get("forbid_transport") or [])]
+        check_nccl_debug(params, where)
+        params["forbid_transport"] = forbidden_transports(params.get("forbid_transport"), f"{where}.forbid_transport")
         if params["forbid_transport"] and not params.get("nccl_debug"):
             params["nccl_debug"] = "INFO"
         return super().normalize(params, where, backend)
