@@ -37,6 +37,19 @@ def test_a_probe_command_not_on_path_is_refused_before_any_run(cli, tmp_path):
     assert not out.exists()
 
 
+@pytest.mark.parametrize("command", ["sweep", "bench"])
+def test_a_launcher_program_not_here_is_refused_before_any_run(cli, tmp_path, command):
+    # mpirun runs on this host whatever hosts its ranks use: a wrong binary was a launch_error stored per cell, exit 1
+    out = tmp_path / "o"
+    done = cli.run(command, f"conf={_conf(tmp_path, '{timeout_s: 30}')}", "launcher=mpirun",
+                   "launcher_opts.mpirun.binary=/nonexistent/envmx-mpirun", "--out", str(out), "--allow-unknown-vars")
+    assert done.returncode == 2, done.stdout + done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert line == ("envmatrix: error: launcher_opts.mpirun.binary: '/nonexistent/envmx-mpirun' is not an executable file "
+                    "or a program on PATH; allowed: the mpirun to start")
+    assert not out.exists()
+
+
 @pytest.mark.slow
 def test_the_mpi_probe_without_mpi4py_is_refused_up_front_with_the_install_hint(cli, tmp_path):
     site = tmp_path / "site"

@@ -10,7 +10,7 @@ from typing import Any, Callable, Optional, Sequence
 
 from envmatrix import paths as em_paths
 from envmatrix import values
-from envmatrix.app.inputs import named_setup, prepare
+from envmatrix.app.inputs import check_probe_runs, named_setup, prepare
 from envmatrix.app.network_axis import (plan_shaping, shaping_missed, shaping_session, with_flags, with_shaping_missed,
                                         write_condition_tables)
 from envmatrix.app.outputs import RunOutputs, write_run_outputs
@@ -267,4 +267,5 @@ def prepare_bench(inp: SweepInput, args: BenchRequest, gpus: int, catalog: Any) 
     builtin = get_probe("builtin")
     probe = builtin.spec({"bench": bench, "timeout_s": values.duration("--timeout", args.timeout), "collectives": ["allreduce"]}, "bench", inp.backend)
     check_cpu_memory([grid], inp.backend, launcher, builtin, probe)
+    check_probe_runs(probe, launcher)
     return dataclasses.replace(inp, probe=probe), launcher

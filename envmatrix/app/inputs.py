@@ -66,14 +66,17 @@ def allows_ignored(inp: SweepInput, flag: bool) -> bool:
 
 
 def check_probe_runs(probe_spec: Any, launcher: Any) -> None:
-    """ConfigError when no rank of ``probe_spec`` could run here (a probe binary not on PATH, the mpi probe without
-    mpi4py): found once, before anything launches or is written, instead of once per run. Ranks on other hosts
-    (launcher.node_hosts) have their own PATH and modules: not checked."""
+    """ConfigError when the launcher's program is not here, or no rank of ``probe_spec`` could run here (a probe
+    binary not on PATH, the mpi probe without mpi4py): found once, before anything launches or is written, instead of
+    once per run. Ranks on other hosts (launcher.node_hosts) have their own PATH and modules: not checked."""
     import os
     import sys
 
     from envmatrix.probes import get_probe
 
+    reason = launcher.missing_here()  # the launcher itself starts here, whatever hosts its ranks run on
+    if reason:
+        raise ConfigError(reason)
     if launcher.node_hosts(os.environ):
         return
     reason = get_probe(probe_spec.name).missing_here(probe_spec, sys.executable)

@@ -128,6 +128,12 @@ class Launcher(abc.ABC):
     def check_allocation(self, grids: Sequence[object], backend: str, environ: Mapping[str, str]) -> None:
         """PlanError (exit 2) for a grid the batch allocation this runs in cannot hold; none: nothing to check."""
 
+    def missing_here(self) -> Optional[str]:
+        """Why this launcher cannot start on this host (its program is not here), as one line naming the key and
+        what is allowed; None: nothing missing. Asked once before a command launches (not by a dry run, which may
+        be printing lines for another machine)."""
+        return None
+
 
 _REGISTRY: Registry[type[Launcher]] = Registry("launcher")
 register = _REGISTRY.decorator("name")

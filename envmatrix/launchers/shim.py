@@ -232,6 +232,19 @@ class ShimLauncher(Launcher):
     def launcher_binary(self, opts: Mapping[str, Any]) -> str:
         return str(opts["binary"] or self.name)
 
+    def missing_here(self) -> Optional[str]:
+        # the driver starts the launcher on this host: a program not here failed every run as a launch_error
+        import shutil
+
+        opts = self.options()
+        program = self.launcher_binary(opts)
+        if shutil.which(program) is not None:
+            return None
+        key = f"launcher_opts.{self.name}.binary"
+        if opts["binary"]:
+            return f"{key}: {program!r} is not an executable file or a program on PATH; allowed: the {self.name} to start"
+        return f"launcher={self.name}: {program!r} not found on PATH; allowed: a launcher installed here, or {key}=PATH"
+
     def rank_command(self, ctx: LaunchContext) -> tuple[str, ...]:
         return shim_argv(self.python, ctx.rank_argv)
 

@@ -11,7 +11,7 @@ NCCL_HOSTID per emulated node.
 from __future__ import annotations
 
 import os
-from typing import Any, Mapping
+from typing import Any, Mapping, Optional
 
 from envmatrix.errors import PlanError
 from envmatrix.boundary import ProcessSpec
@@ -25,6 +25,10 @@ from envmatrix.planning.plan import Run
 class TorchrunLauncher(ShimLauncher):
     name = "torchrun"
     forwards_stack_signal = False  # the elastic agent handles TERM/INT/HUP/QUIT only; SIGUSR1 would kill it
+
+    def missing_here(self) -> Optional[str]:
+        # without launcher_opts.torchrun.binary it is `python -m torch.distributed.run`: torch is the ranks' concern
+        return super().missing_here() if self.options()["binary"] else None
 
     def launcher_binary_argv(self, opts: Mapping[str, Any]) -> list[str]:
         return [str(opts["binary"])] if opts["binary"] else [self.python, "-m", "torch.distributed.run"]

@@ -25,6 +25,7 @@ def test_a_launcher_that_only_builds_gets_every_hooks_default():
     assert launcher.rank_exits("srun: error: n2: task 1: Exited with exit code 3") == []
     assert launcher.launcher_failure("ORTE was unable to reliably start one or more daemons") is None
     assert launcher.node_hosts({"SLURM_JOB_NODELIST": "n[1-2]"}) == ()
+    assert launcher.missing_here() is None
 
 
 def test_shim_launchers_map_a_signal_reported_as_128_plus_n_back():
