@@ -68,6 +68,15 @@ def test_settings_and_objective_errors():
         parse_settings({"sampler": "cmaes"}, "search", "n", 0)
     with pytest.raises(ConfigError, match="allreduse"):
         parse_objectives({"collective": "allreduse"}, "search.objective", ["1x2"])
+    # a weight on a collective or size the objective never measures weighed nothing, and the search ran
+    for weights in ({"allreduse": 2}, {"1M": 3}, {"alltoall@1K": 2}):
+        with pytest.raises(ConfigError, match=rf"^o.weights.{list(weights)[0]}: weighs nothing this objective measures; "
+                                              r"allowed: one of its collectives or sizes \(allreduce, 1K\)"):
+            parse_objectives({"collective": "allreduce", "size": "1K", "weights": weights}, "o", ["1x2"])
+    (ok,) = parse_objectives({"collective": "allreduce", "size": ["1K", "1M"], "weights": {"1M": 3, "allreduce@1K": 2,
+                                                                                        "allreduce": 1}}, "o", ["1x2"])
+    assert ok.weight("allreduce", 1 << 20) == 3 and ok.weight("allreduce", 1024) == 2
+    assert parse_objectives({"weights": {"64M": 2}}, "o", ["1x2"])[0].weight("allreduce", 64 << 20) == 2  # size: max
 
 
 def test_weighted_geometric_mean_and_multi_objective():

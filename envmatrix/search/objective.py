@@ -79,6 +79,23 @@ def _listed(value: Any) -> list[Any]:
     return list(value) if isinstance(value, (list, tuple)) else [value]
 
 
+def _weighs_something(key: str, colls: Sequence[str], sizes: Sequence[Optional[int]]) -> bool:
+    """``key`` names one of the objective's collectives, one of its sizes, or both as collective@size (any size when
+    the objective takes the largest measured one)."""
+    coll, at, size = key.rpartition("@")
+    if not at:
+        if key in colls:
+            return True
+        coll, size = "", key
+    elif coll not in colls:
+        return False
+    try:
+        measured = parse_size(size)
+    except ConfigError:
+        return False
+    return None in sizes or measured in sizes
+
+
 def parse_objective(raw: Any, where: str, grids: Sequence[str]) -> Objective:
     from envmatrix.bench.formulas import ALL
 
@@ -111,6 +128,10 @@ def parse_objective(raw: Any, where: str, grids: Sequence[str]) -> Objective:
     for key, w in weights.items():
         if not isinstance(w, (int, float)) or isinstance(w, bool) or w <= 0:
             raise ConfigError(f"{where}.weights.{key}: {w!r} not allowed; allowed: a number > 0")
+        if not _weighs_something(str(key), colls, sizes):  # a typo or an unlisted size weighed nothing, silently
+            shown = ", ".join([*colls, *("max" if s is None else format_size(s) for s in sizes)])
+            raise ConfigError(f"{where}.weights.{key}: weighs nothing this objective measures; allowed: one of its "
+                              f"collectives or sizes ({shown}), or collective@size")
     chosen = tuple(str(g) for g in _listed(raw.get("grids") or []))
     for g in chosen:
         if g not in grids:
