@@ -156,6 +156,13 @@ def test_yaml_merge_keys_compose_setups_and_an_explicit_key_wins(tmp_path):
     assert "duplicate key 'NCCL_ALGO'" in _error(f"conf={conf}")  # written twice beside the merge: still refused
 
 
+def test_the_composition_file_is_not_a_config():
+    # conf=config read conf/config.yaml as a config: "conf=envmatrix_schema: no such config file", a name never typed
+    for value in ("config", "config.yaml"):
+        text = _error(f"conf={value}")
+        assert text.startswith(f"conf={value}: ") and "is the composition file" in text and "envmatrix_schema" not in text
+
+
 def test_conf_found_from_any_cwd(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert _resolve("conf=aws_ofi", "grids=[1x2]").name == "aws_ofi"

@@ -37,6 +37,9 @@ def resolve_conf_file(value: str | None, near: Path | None = None) -> Path:
             candidates += [folder / value, folder / f"{value}.yaml"]
     for path in candidates:
         if path.is_file():
+            if path.resolve() == (CONF_DIR / "config.yaml").resolve():  # read as a config, its defaults were unknown
+                raise ConfigError(f"conf={value}: {path} is the composition file every config is read through, not a "
+                                  f"config; allowed: a file path or one of {', '.join(available_confs())}")
             return path.resolve()
     if any(p.is_dir() for p in candidates):
         raise ConfigError(f"conf={value}: is a directory; give a YAML file or one of {', '.join(available_confs())}")
