@@ -156,6 +156,12 @@ def test_yaml_merge_keys_compose_setups_and_an_explicit_key_wins(tmp_path):
     assert "duplicate key 'NCCL_ALGO'" in _error(f"conf={conf}")  # written twice beside the merge: still refused
 
 
+@pytest.mark.parametrize("override", ["hydra.verbose=true", "+hydra.job.chdir=true", "hydra.run.dir=/tmp/x"])
+def test_hydra_runner_settings_are_refused_not_ignored(override):
+    text = _error("conf=default", override)  # each was accepted and changed nothing
+    assert text.startswith(f"override {override}: hydra.* configures Hydra's application runner"), text
+
+
 def test_the_composition_file_is_not_a_config():
     # conf=config read conf/config.yaml as a config: "conf=envmatrix_schema: no such config file", a name never typed
     for value in ("config", "config.yaml"):

@@ -250,7 +250,11 @@ def check_override_keys(overrides: Sequence[str]) -> None:
     allowed = list(SweepSchema.__dataclass_fields__)
     for item in overrides:
         top = item.lstrip("+~").split("=", 1)[0].split(".", 1)[0]
-        if "=" in item and top not in allowed and top not in ("probe", "hydra"):
+        if top == "hydra":  # hydra.job.chdir=true, hydra.verbose=true were taken and did nothing
+            raise ConfigError(f"override {item}: hydra.* configures Hydra's application runner, which envmatrix does "
+                              f"not use, so it would change nothing; allowed: {', '.join(allowed)} (--out DIR for where "
+                              "results go)")
+        if "=" in item and top not in allowed and top != "probe":
             raise ConfigError(f"override {item}: unknown key {top!r}{suggest_key(top)}; allowed: {', '.join(allowed)}")
         if item.startswith("~") and item[1:].split("=", 1)[0] in allowed:
             # every resolved config has each schema key (resolve reads them); removing one is a value of its own
