@@ -293,6 +293,8 @@ CASES = [
     override("ovr-command-probe-debug-level", "probe.nccl_debug: 'LOUD' not allowed", "probe=command",
              "probe.command=/bin/true", "probe.nccl_debug=LOUD"),
     # a stall on a rank no grid has never fires: the sweep passed as if the fault had been injected and survived
+    override("ovr-netpair-pair-beyond-grids", "probe.pairs[0]: [0, 9] names rank 9, on no grid (1x2: ranks 0..1)",
+             "probe=netpair", "probe.pairs=[[0,9]]"),  # was: a run failed as a network error, exit 1
     override("ovr-probe-stall-rank-beyond-grids", "probe.stall: rank 5 is on no grid (1x2: ranks 0..1); allowed: a rank below 2",
              "probe.stall={rank:5,seq:1}"),
     # bisect's grid flags were checked only as the grids=[...] override they become: the message named grids[0]

@@ -51,6 +51,13 @@ class NetPairProbe(ModuleProbe):
             raise ConfigError(f"{where}.iperf_seconds: {seconds!r} not allowed; allowed: a whole number of seconds >= 1")
         return super().normalize(params, where, backend)
 
+    def check_grids(self, spec: ProbeSpec, grids: Sequence[Any], where: str) -> None:
+        largest = max((grid.nodes * grid.ppn for grid in grids), default=0)
+        for i, pair in enumerate(spec.params["pairs"]):
+            if grids and max(pair) >= largest:  # the pair's missing rank failed the run as a network error
+                raise ConfigError(f"{where}.pairs[{i}]: {pair} names rank {max(pair)}, on no grid "
+                                  f"({', '.join(map(str, grids))}: ranks 0..{largest - 1}); allowed: ranks below {largest}")
+
     def interpret(self, rank: RankResult, process: ProcessOutcome, report: Optional[dict[str, Any]], log: str) -> RankResult:
         from_process(rank, process, log)
         if report:
