@@ -1,6 +1,7 @@
 """Global flags on either side of the subcommand; cluster launchers refuse to start outside an allocation."""
 
 import os
+import re
 
 import pytest
 
@@ -51,3 +52,19 @@ def test_pals_mpiexec_outside_pbs_is_refused_hydra_with_hosts_is_not():
     hydra = configure_launcher("mpiexec", {"flavor": "hydra"}, ("h1", "h2"), [Grid(1, 2)], "gloo", environ=env)
     inside = configure_launcher("mpiexec", {}, (), [Grid(1, 2)], "gloo", environ={**env, "PBS_JOBID": "9.pbs"})
     assert hydra.name == inside.name == "mpiexec"
+
+
+@pytest.mark.parametrize("override", ["launcher_opts.local.emulate_hosts=false",
+                                      "launcher_opts.local.emulate_hosts={namespaces:true}",
+                                      "++launcher_opts.local.emulate_hosts.namespaces=true",
+                                      "launcher_opts={local:{emulate_hosts:false}}"])
+def test_emulate_hosts_flag_with_an_override_of_the_same_option_is_refused(override):
+    # the flag is appended as ++launcher_opts.local.emulate_hosts=true: it silently replaced the user's own answer
+    from envmatrix.app.sweep import SweepRequest
+    from envmatrix.cli.common import request_from
+
+    args = build_parser().parse_args(["sweep", "--emulate-hosts", override])
+    with pytest.raises(ConfigError, match=rf"^--emulate-hosts: given with the override {re.escape(override)}, two answers"):
+        request_from(SweepRequest, args)
+    assert request_from(SweepRequest, build_parser().parse_args(["sweep", "--emulate-hosts", "backend=gloo"])).overrides == (
+        "backend=gloo", "++launcher_opts.local.emulate_hosts=true")

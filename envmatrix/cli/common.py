@@ -45,11 +45,25 @@ def add_emulate_hosts_flag(p: argparse.ArgumentParser) -> None:
                         "not representative (same as launcher_opts.local.emulate_hosts=true; launcher=local only)")
 
 
+def check_one_emulate_hosts(overrides: Any) -> None:
+    """--emulate-hosts is appended as an override, so it silently won over one that sets the same option
+    (emulate_hosts=false, or {namespaces: true} turned into plain true): two answers to one question."""
+    from envmatrix.errors import ConfigError
+
+    key = EMULATE_HOSTS_OVERRIDE.lstrip("+").split("=", 1)[0]
+    for item in overrides:
+        name, _, value = str(item).lstrip("+~").partition("=")
+        if name == key or name.startswith(f"{key}.") or name in ("launcher_opts", "launcher_opts.local") and "emulate_hosts" in value:
+            raise ConfigError(f"--emulate-hosts: given with the override {item}, two answers to one question; allowed: "
+                              f"one of them (--emulate-hosts is {key}=true)")
+
+
 def request_from(cls: type[Request], args: argparse.Namespace, **given: Any) -> Request:
     """The request ``cls`` (a frozen dataclass of app/) from the parsed arguments of the same names; ``given``
     sets the fields named otherwise on the command line. Lists become tuples: a request is immutable."""
     values = {f.name: getattr(args, f.name) for f in dataclasses.fields(cls) if hasattr(args, f.name)}
     if getattr(args, "emulate_hosts", False) and "overrides" in values:
+        check_one_emulate_hosts(values["overrides"])
         values["overrides"] = [*values["overrides"], EMULATE_HOSTS_OVERRIDE]
     values.update(given)
     return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in values.items()})
