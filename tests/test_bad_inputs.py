@@ -218,6 +218,11 @@ CASES = [
              "--network", "r:rate=300mbit", command="bench"),
     override("bench-pairs-with-peers", "--peers: not with --pairs hosts", "--pairs", "hosts", "--grid", "2x1",
              "--peers", "rail", command="bench"),
+    # -c was dropped without a word: --peers' rows replaced it, --pairs measures its own pairs
+    override("bench-peers-with-collectives", "-c/--collectives allreduce: not with --peers rail", "--peers", "rail",
+             "-c", "allreduce", "--grid", "2x1", command="bench"),
+    override("bench-pairs-with-collectives", "-c/--collectives: not with --pairs hosts", "--pairs", "hosts", "--grid",
+             "2x1", "-c", "allreduce", command="bench"),
     override("bench-grid-empty", "--grid: '' is not a grid", "--grid", "", command="bench"),
     envfile("bisect-json-directory", "export NCCL_ALGO=Ring\n", "is a directory", "--json", "{tmp}"),
     envfile("bisect-junit-under-file", "export NCCL_ALGO=Ring\n", "which is a file", "--junit", "{file:e.env}/x.xml"),

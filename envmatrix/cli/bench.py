@@ -34,7 +34,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--grid", help="NxP (default: the config's first grid)")
     p.add_argument("--setup", help="a setup of the config (default: the inherited env only)")
     p.add_argument("--env", action="append", default=[], metavar="KEY=VALUE", help="extra variable on top of the setup (repeatable)")
-    p.add_argument("-c", "--collectives", default="allreduce,allgather,alltoall", help="comma list (allreduce, allgather, reduce_scatter, alltoall, broadcast, reduce, sendrecv, p2p, ps_central, ps_sharded)")
+    # absent unless given (the request's default applies): --pairs and --peers say a given -c, not ignore it
+    p.add_argument("-c", "--collectives", default=argparse.SUPPRESS, help="comma list (allreduce, allgather, reduce_scatter, alltoall, broadcast, reduce, sendrecv, p2p, ps_central, ps_sharded; default allreduce,allgather,alltoall)")
     p.add_argument("-b", "--min-bytes", default="8", help="smallest size (default 8)")
     p.add_argument("-e", "--max-bytes", default=None, help="largest size (default 1G on GPUs, 1M on CPU)")
     p.add_argument("-f", "--factor", default=None, help="size multiplication factor (default 2; not with -i)")
@@ -73,7 +74,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.pairs:
         # bench's own flags a pairs run does not take: said, not ignored (--network would read as shaped pairs)
         for flag, value in (("--network", args.network), ("--peers", args.peers), ("--inflight", args.inflight),
-                            ("--backends", args.backends), ("--baseline", args.baseline)):
+                            ("--backends", args.backends), ("--baseline", args.baseline),
+                            ("-c/--collectives", getattr(args, "collectives", None))):
             if value:
                 raise ConfigError(f"{flag}: not with --pairs {args.pairs} (it measures its own pairs, unshaped, on "
                                   f"the config's backend); allowed: drop {flag}, or bench without --pairs")
@@ -83,6 +85,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if given:
         raise ConfigError(f"{given[0]} {getattr(args, given[0].lstrip('-').replace('-', '_'))}: only with --pairs; "
                           f"allowed: --pairs gpus|hosts {given[0]} ..., or drop {given[0]}")
+    if args.peers and "collectives" in vars(args):  # the peer all-to-all rows are the bench's collectives
+        raise ConfigError(f"-c/--collectives {args.collectives}: not with --peers {args.peers} (its all-to-all rows "
+                          "replace -c); allowed: one of them")
     done = bench(request_from(BenchRequest, args), LineProgress(console, "bench"), on_run=lambda run: print_bench(console, run),
                  warn=lambda line: print(f"envmatrix: {line}", file=sys.stderr))
     if done.backends_report:
