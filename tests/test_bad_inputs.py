@@ -218,6 +218,10 @@ CASES = [
              "--network", "r:rate=300mbit", command="bench"),
     override("bench-pairs-with-peers", "--peers: not with --pairs hosts", "--pairs", "hosts", "--grid", "2x1",
              "--peers", "rail", command="bench"),
+    # a line break in what the user typed split the one-line message (override, argparse's stray word, a path)
+    override("ovr-value-line-break", "override 'setups.a.NCCL_ALGO=Ring\\nTree': spans lines", "setups.a.NCCL_ALGO=Ring\nTree"),
+    override("baseline-path-line-break", "x\\ny: not a directory", "--baseline", "{tmp}/x\ny"),
+    Case("conf-name-line-break", ("sweep", "conf=c\n.yaml", "--out", "{out}"), "conf=c\\n.yaml: no such config file"),
     # -c was dropped without a word: --peers' rows replaced it, --pairs measures its own pairs
     override("bench-peers-with-collectives", "-c/--collectives allreduce: not with --peers rail", "--peers", "rail",
              "-c", "allreduce", "--grid", "2x1", command="bench"),

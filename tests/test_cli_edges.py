@@ -85,3 +85,13 @@ def test_a_columns_value_that_is_no_width_is_ignored_not_a_traceback(cli, tmp_pa
     done = cli.run("sweep", f"conf={conf}", "--dry-run", "--out", str(tmp_path / "o"))
     assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
     assert "1 setups x 1 grids = 1 runs" in done.stdout and not (tmp_path / "o").exists()
+
+
+def test_a_stray_word_with_a_line_break_is_still_one_line(capsys):
+    # argparse joins what it did not recognise as typed: a pasted "a<newline>b" split its error over two lines
+    from envmatrix.cli import main
+
+    with pytest.raises(SystemExit) as done:
+        main(["configs", "a\nb"])
+    assert done.value.code == 2
+    assert capsys.readouterr().err == "envmatrix configs: error: unrecognized arguments: a\\nb; see envmatrix configs --help\n"

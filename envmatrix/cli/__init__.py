@@ -35,7 +35,14 @@ class Parser(argparse.ArgumentParser):
     """argparse with one-line errors: a mistyped word gets the mistake and where help is, not the whole usage."""
 
     def error(self, message: str):  # type: ignore[override]
-        self.exit(2, f"{self.prog}: error: {message}; see {self.prog} --help\n")
+        self.exit(2, f"{self.prog}: error: {one_line(message)}; see {self.prog} --help\n")
+
+
+def one_line(message: str) -> str:
+    """An error as the one line every command promises: a value that held a line break (a pasted path, a stray word)
+    is shown with it escaped, as repr would, instead of splitting the message."""
+    return message.replace("\r\n", "\\n").replace("\n", "\\n").replace("\r", "\\r")
+
 
 # The registry: one module per command, in the order `envmatrix --help` lists them.
 COMMANDS = ("sweep", "bench", "bisect", "search", "export", "submit", "report", "diff", "configs", "network",
@@ -71,7 +78,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except EnvmatrixError as exc:
         if "--debug" in words:
             traceback.print_exc()
-        print(f"envmatrix: error: {exc}", file=sys.stderr)
+        print(f"envmatrix: error: {one_line(str(exc))}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         why = interrupts.noted_signal()

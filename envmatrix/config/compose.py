@@ -271,6 +271,9 @@ def _check_override_syntax(overrides: Sequence[str]) -> None:
 
     parser = OverridesParser.create()
     for item in overrides:
+        if "\n" in item or "\r" in item:  # echoed as given, the message itself spanned lines
+            raise ConfigError(f"override {item!r}: spans lines; allowed: one line per override (a value with a line break "
+                              "belongs in the config file)")
         if "=" not in item and not item.startswith("~"):  # a stray word: Hydra's fix (quote the value) would not help
             raise ConfigError(f"override {item}: not KEY=VALUE{suggest_key(item)}; allowed: KEY=VALUE such as backend=gloo, "
                               "~KEY to remove a key, or the command's flags (--help)")
