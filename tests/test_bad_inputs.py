@@ -20,18 +20,21 @@ import pytest
 GOOD = "backend: gloo\ngrids: [1x2]\nsetups:\n  a: {NCCL_ALGO: Ring}\n"
 
 
-def _foreign_sqlite() -> bytes:
+def _foreign_sqlite(ddl: str = "CREATE TABLE foo (x)") -> bytes:
     """An SQLite database of someone else's tables, where a store or study file is looked for."""
     import sqlite3
 
     db = sqlite3.connect(":memory:")
-    db.execute("CREATE TABLE foo (x)")
+    db.execute(ddl)
     data = db.serialize()
     db.close()
     return data
 
 
 FOREIGN_DB = _foreign_sqlite()
+# a database holding one table named as one of the store's, in another layout: it passed as a store, CREATE TABLE IF NOT
+# EXISTS added the store's other tables to it (report and diff too), and the sweep left a results.sqlite.lock behind
+OTHER_LAYOUT_DB = _foreign_sqlite("CREATE TABLE results (foo)")
 PWNED = "pwned"  # a shell metacharacter case that ran its payload would create this file
 
 
@@ -354,6 +357,10 @@ CASES = [
          {"c.yaml": GOOD, "r/results.sqlite": FOREIGN_DB}),
     Case("study-foreign-db-export", ("export", "--out", "{tmp}/r"), "without Optuna's tables (it holds foo)",
          {"r/study.sqlite": FOREIGN_DB}),
+    Case("store-other-layout-sweep", ("sweep", "conf={file:c.yaml}", "--out", "{tmp}/r"),
+         "corrupt store (not envmatrix's layout: no table sweeps)", {"c.yaml": GOOD, "r/results.sqlite": OTHER_LAYOUT_DB}),
+    Case("store-other-layout-report", ("report", "{tmp}/r"), "corrupt store (not envmatrix's layout: no table sweeps)",
+         {"r/results.sqlite": OTHER_LAYOUT_DB}),
     # an output path naming an input: report -o RUN/results.sqlite wrote HTML over the store, submit --script over a config
     Case("report-output-over-store", ("report", "{out}", "-o", "{out}/results.sqlite"),
          "already holds a file that is not an HTML file (it starts b'SQLite format 3"),

@@ -50,3 +50,21 @@ def test_a_corrupt_store_is_named_by_its_path_as_given(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # sqlite:///rel is relative to the cwd, as in SQLAlchemy (it was /rel)
     with pytest.raises(ConfigError, match=r"^results.sqlite: corrupt store"):
         open_store("sqlite:///results.sqlite")
+
+
+@pytest.mark.parametrize("ddl, why", [
+    ("CREATE TABLE results (foo)", "no table sweeps"),
+    ("CREATE TABLE sweeps (id TEXT); CREATE TABLE results (run_key TEXT); CREATE TABLE metrics (x)",
+     "table sweeps lacks config_json, created"),
+])
+def test_a_database_with_the_stores_table_names_in_another_layout_is_refused_untouched(tmp_path, ddl, why):
+    # it passed as a store: CREATE TABLE IF NOT EXISTS added the missing tables to the user's file, then an index on a
+    # missing column failed ("no such column: sweep_id") after the file had changed
+    path = tmp_path / "results.sqlite"
+    with sqlite3.connect(path) as db:
+        db.executescript(ddl)
+    db.close()
+    before = path.read_bytes()
+    with pytest.raises(ConfigError, match=rf"corrupt store \(not envmatrix's layout: {why}\); left untouched"):
+        open_store(str(path))
+    assert path.read_bytes() == before

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import pathlib
@@ -58,16 +59,35 @@ def sqlite_tables(path: str) -> Optional[frozenset[str]]:
     """The tables of an existing SQLite file, read without writing a byte (read-only and immutable: no WAL switch, no
     -wal/-shm files); None when the file is absent, empty or unreadable as SQLite. A store checks by it that a
     database holds its tables before adding them to someone else's file."""
+    layout = sqlite_layout(path)
+    return None if layout is None else frozenset(layout)
+
+
+def sqlite_layout(path: str) -> Optional[dict[str, frozenset[str]]]:
+    """``sqlite_tables`` with each table's columns, read the same way (nothing written)."""
     if not os.path.isfile(path) or os.path.getsize(path) == 0:
         return None
     try:
         db = sqlite3.connect(pathlib.Path(path).absolute().as_uri() + "?mode=ro&immutable=1", uri=True)
         try:
-            return frozenset(row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'"))
+            tables = [row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+            return {t: frozenset(row[0] for row in db.execute("SELECT name FROM pragma_table_info(?)", (t,))) for t in tables}
         finally:
             db.close()
     except sqlite3.Error:
         return None
+
+
+@functools.lru_cache(maxsize=1)
+def _store_layout() -> dict[str, frozenset[str]]:
+    """The tables and columns _SCHEMA makes, read from an in-memory store (the schema text is the one source)."""
+    db = sqlite3.connect(":memory:")
+    try:
+        db.executescript(_SCHEMA)
+        return {t: frozenset(row[0] for row in db.execute("SELECT name FROM pragma_table_info(?)", (t,)))
+                for t in ("sweeps", "results", "metrics")}
+    finally:
+        db.close()
 
 
 def corrupt(path: str, why: str) -> ConfigError:
@@ -88,9 +108,16 @@ def check_not_corrupt(path: str) -> None:
         raise ConfigError(f"{path}: cannot read the store ({exc.strerror}); fix its permissions or pass another --out") from None
     if head and head != SQLITE_MAGIC:
         raise corrupt(path, "not an SQLite database")
-    tables = sqlite_tables(path)
-    if tables and not tables & {"sweeps", "results", "metrics"}:  # someone else's database: ours are not added to it
-        raise corrupt(path, f"an SQLite database without envmatrix's tables; it holds {', '.join(sorted(tables)[:5])}")
+    layout = sqlite_layout(path)
+    ours = _store_layout()
+    if layout and not set(layout) & set(ours):  # someone else's database: ours are not added to it
+        raise corrupt(path, f"an SQLite database without envmatrix's tables; it holds {', '.join(sorted(layout)[:5])}")
+    for table, columns in ours.items() if layout else ():
+        # another layout: _SCHEMA's CREATE IF NOT EXISTS added the missing tables to the file, then failed on a column
+        missing = sorted(columns - layout.get(table, frozenset()))
+        if missing:
+            lacks = f"table {table} lacks {', '.join(missing[:3])}" if table in layout else f"no table {table}"
+            raise corrupt(path, f"not envmatrix's layout: {lacks}")
 
 
 @register_scheme("sqlite")
