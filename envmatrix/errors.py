@@ -13,7 +13,7 @@ from typing import Iterable
 EXIT_OK = 0  # all passed / nothing to do
 EXIT_FAILURES = 1  # failed or slow cells, culprits found, regressions
 EXIT_BAD_INPUT = 2  # usage or bad input: nothing launched or written
-EXIT_INCONCLUSIVE = 3  # flaky, probe budget spent, unresolved, a shaped rate not in effect
+EXIT_INCONCLUSIVE = 3  # flaky, probe budget spent, unresolved, a shaped rate not in effect, a diff missing a cell
 EXIT_INTERRUPTED = 130  # Ctrl-C / SIGINT, and SIGTERM / SIGHUP (interrupts.SIGNALS)
 
 

@@ -71,6 +71,19 @@ def test_flips_carry_the_error_line():
     assert diff_runs([broken], [other], 5.0).changed_failure and not diff_runs([broken], [other], 5.0).regressed
 
 
+def test_a_cell_of_run_a_missing_from_run_b_is_inconclusive_not_a_pass():
+    a = gpu_result()
+    other_grid = copy.deepcopy(a)
+    other_grid.grid = "4x2"
+    d = diff_runs([a, other_grid], [a], 5.0)
+    assert not d.regressed and d.inconclusive and d.only_a == [(a.setup_name, "4x2", a.backend)] and d.compared_cells == 1
+    disjoint = diff_runs([other_grid], [a], 5.0)
+    assert disjoint.inconclusive and disjoint.compared_cells == 0
+    assert not diff_runs([a], [a, other_grid], 5.0).inconclusive  # a cell new in run B was never promised
+    broken = diff_runs([a, other_grid], [failed(a, "Failed to initialize any NET plugin")], 5.0)
+    assert broken.regressed and not broken.inconclusive  # a regression is the answer, whatever else is missing
+
+
 def test_slow_against_recorded_gpu_baseline_is_a_regression_with_measured_and_expected():
     from envmatrix.app.report import load_baseline
     from envmatrix.judgement.thresholds import judge
@@ -114,6 +127,13 @@ def test_cli_gate_on_recorded_gpu_run(cli, tmp_path):
     empty.mkdir()
     nothing = cli.run("diff", str(run_a), str(empty))
     assert nothing.returncode == 2 and "no sweep or bench results" in nothing.stderr
+    moved = copy.deepcopy(a)
+    moved.grid = "4x2"
+    run_c = _store(tmp_path / "c", [moved])  # another grid only: nothing of run A was compared
+    disjoint = cli.run("diff", str(run_a), str(run_c))
+    assert disjoint.returncode == 3 and "INCONCLUSIVE: no cell" in disjoint.stdout, disjoint.stdout + disjoint.stderr
+    as_json = cli.run("diff", str(run_a), str(run_c), "--json")
+    assert as_json.returncode == 3 and json.loads(as_json.stdout)["inconclusive"] is True
 
 
 CONF = """

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from envmatrix.errors import EXIT_FAILURES, EXIT_OK
+from envmatrix.errors import EXIT_FAILURES, EXIT_INCONCLUSIVE, EXIT_OK
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -14,7 +14,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="compare two runs: cells that flipped pass<->fail and busbw drops; exit 1 on any regression",
         description="Compare run B against run A cell by cell (setup, grid): pass->fail and fail->pass with the error line, "
         "and busbw regressions beyond --busbw-drop per (setup, grid, collective, size). Exit 1 on any pass->fail or busbw "
-        "regression, 0 otherwise: a gate for NCCL, plugin or driver upgrades.",
+        "regression, 3 when a cell of run A is not in run B (nothing compared there), 0 otherwise: a gate for NCCL, plugin "
+        "or driver upgrades.",
         epilog="examples:\n  envmatrix diff reports/runs/before reports/runs/after\n"
         "  envmatrix diff before/ after/ --busbw-drop 10% --json > diff.json",
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -32,4 +33,6 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
     result = diff_run_dirs(args.run_a, args.run_b, args.busbw_drop)
     print(json.dumps(result.to_json(), indent=1) if args.json else diff_text(result, args.run_a, args.run_b))
-    return EXIT_FAILURES if result.regressed else EXIT_OK
+    if result.regressed:
+        return EXIT_FAILURES
+    return EXIT_INCONCLUSIVE if result.inconclusive else EXIT_OK

@@ -51,6 +51,7 @@ class RunDiff:
     changed_failure: list[Flip] = field(default_factory=list)  # fail -> another failure class
     slower: list[BusbwChange] = field(default_factory=list)  # busbw dropped beyond the threshold
     compared_points: int = 0
+    compared_cells: int = 0
     only_a: list[CellKey] = field(default_factory=list)
     only_b: list[CellKey] = field(default_factory=list)
 
@@ -58,10 +59,18 @@ class RunDiff:
     def regressed(self) -> bool:
         return bool(self.broke or self.slower)
 
+    @property
+    def inconclusive(self) -> bool:
+        """No regression seen, but a cell of the reference was not compared (run B lacks it: a smaller grid, a sweep
+        killed before it, another run altogether): a gate cannot vouch for what it never compared."""
+        return not self.regressed and (self.compared_cells == 0 or bool(self.only_a))
+
     def to_json(self) -> dict[str, Any]:
         return {
             "threshold_pct": self.threshold_pct,
             "regressed": self.regressed,
+            "inconclusive": self.inconclusive,
+            "cells_compared": self.compared_cells,
             "pass_to_fail": [asdict(f) for f in self.broke],
             "fail_to_pass": [asdict(f) for f in self.fixed],
             "failure_changed": [asdict(f) for f in self.changed_failure],
@@ -99,6 +108,7 @@ def diff_runs(a: Sequence[ProbeResult], b: Sequence[ProbeResult], threshold_pct:
         rb: Optional[ProbeResult] = cells_b.get(key)
         if rb is None:
             continue
+        out.compared_cells += 1
         if ra.passed and not rb.passed:
             out.broke.append(Flip(*key, ra.outcome, rb.outcome, _line(rb)))
         elif not ra.passed and rb.passed:

@@ -24,5 +24,15 @@ def diff_text(d: RunDiff, run_a: str, run_b: str) -> str:
     for label, keys in (("only in A", d.only_a), ("only in B", d.only_b)):
         if keys:
             lines.append(f"  {label}: " + ", ".join(f"({s}) {g} [{b}]" for s, g, b in keys))
-    lines.append("verdict: " + ("REGRESSED" if d.regressed else "no regression"))
+    lines.append("verdict: " + _verdict(d))
     return "\n".join(lines)
+
+
+def _verdict(d: RunDiff) -> str:
+    if d.regressed:
+        return "REGRESSED"
+    if d.compared_cells == 0:
+        return "INCONCLUSIVE: no cell (setup, grid, backend) is in both runs"
+    if d.inconclusive:
+        return f"INCONCLUSIVE: no regression in the {d.compared_cells} cells compared, but {len(d.only_a)} of run A's are not in run B"
+    return "no regression"
