@@ -246,6 +246,8 @@ CASES = [
     space("space-study-name-empty", "  study_name: ''\n  space: {NCCL_ALGO: [Ring, Tree]}\n", "search.study_name='': is empty"),
     override("ovr-name-empty", "name='': is empty", "name=''"),
     space("space-trials-infinite", "  trials: .inf\n  space: {NCCL_ALGO: [Ring, Tree]}\n", "search.trials: inf"),
+    space("space-heartbeat-grace-within-two-beats", "  heartbeat_interval_s: 10\n  heartbeat_grace_s: 15\n"
+          "  space: {NCCL_ALGO: [Ring, Tree]}\n", "search.heartbeat_grace_s: 15 is not more than twice"),
     Case("search-bad-storage-no-run-dir", ("search", "conf={file:s.yaml}", "--out", "{tmp}/new"), "cannot open nosuch://x",
          {"s.yaml": "backend: gloo\ngrids: [1x2]\nsearch:\n  storage: nosuch://x\n  space: {TORCH_DISTRIBUTED_DEBUG: ['OFF', INFO]}\n"}),
     Case("export-storage-no-file", ("export", "--storage", "sqlite:///{tmp}/none.db"), "no database file"),

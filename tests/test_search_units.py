@@ -66,6 +66,11 @@ def test_settings_and_objective_errors():
         parse_settings({"trails": 3}, "search", "n", 0)
     with pytest.raises(ConfigError, match="sampler"):
         parse_settings({"sampler": "cmaes"}, "search", "n", 0)
+    # a grace within two beats reads a live worker as dead, and its peers re-run the trial it is still measuring
+    for grace, interval in ((5, 10), (20, 10), (1, 0.5)):
+        with pytest.raises(ConfigError, match=rf"^search.heartbeat_grace_s: {grace} is not more than twice heartbeat_interval_s"):
+            parse_settings({"heartbeat_grace_s": grace, "heartbeat_interval_s": interval}, "search", "n", 0)
+    assert parse_settings({"heartbeat_grace_s": 3, "heartbeat_interval_s": 0.5}, "search", "n", 0).heartbeat_grace_s == 3
     with pytest.raises(ConfigError, match="allreduse"):
         parse_objectives({"collective": "allreduse"}, "search.objective", ["1x2"])
     # a weight on a collective or size the objective never measures weighed nothing, and the search ran

@@ -95,6 +95,10 @@ def parse_settings(search: Mapping[str, Any], where: str, default_name: str, def
     if search.get("confirm_max_repeats") is not None and integer("confirm_max_repeats", 1) < repeats:
         raise ConfigError(f"{where}.confirm_max_repeats: {s['confirm_max_repeats']!r} is below confirm_repeats ({repeats}); "
                           f"allowed: an integer >= confirm_repeats, or leave it out")
+    interval, grace = positive("heartbeat_interval_s"), positive("heartbeat_grace_s")
+    if grace <= 2 * interval:  # a live worker would read as dead between two beats, and peers would re-run its trial
+        raise ConfigError(f"{where}.heartbeat_grace_s: {s['heartbeat_grace_s']!r} is not more than twice "
+                          f"heartbeat_interval_s ({s['heartbeat_interval_s']!r}); allowed: a number > {2 * interval:g}")
     if s["storage"] is not None and not str(s["storage"]).strip():
         raise ConfigError(f"{where}.storage: {s['storage']!r} is empty; allowed: an Optuna storage URL (sqlite:///study.db, "
                           "postgresql://host/db), or null for the run directory's study.sqlite")
@@ -105,8 +109,8 @@ def parse_settings(search: Mapping[str, Any], where: str, default_name: str, def
         storage=None if s["storage"] is None else str(s["storage"]),
         study_name=check_name(default_name if s["study_name"] is None else s["study_name"], f"{where}.study_name"),
         max_failure_rate=rate,
-        heartbeat_interval_s=positive("heartbeat_interval_s"),
-        heartbeat_grace_s=positive("heartbeat_grace_s"),
+        heartbeat_interval_s=interval,
+        heartbeat_grace_s=grace,
         top_k=integer("top_k", 1),
         baseline=bool(s["baseline"]),
         max_forbidden_streak=integer("max_forbidden_streak", 1),
