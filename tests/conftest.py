@@ -76,6 +76,22 @@ def write_conf(path: Path, text: str) -> Path:
     return path
 
 
+def bisect_with_probe_script(cli: Cli, tmp_path: Path, script: str, env: list[str], *flags: str):
+    """``envmatrix bisect`` of ``env`` (VAR=value atoms) on a 1x2 gloo grid whose probe is ``script`` run by every rank
+    (real processes; a script may keep per-rank counts under $COUNTERS): the finished process and its JSON report."""
+    import json
+
+    (tmp_path / "probe.py").write_text(script)
+    (tmp_path / "counters").mkdir()
+    cli.env["COUNTERS"] = str(tmp_path / "counters")
+    (tmp_path / "env.sh").write_text("".join(f"export {atom}\n" for atom in env))
+    done = cli.run("bisect", "backend=gloo", "--grid", "1x2", "--env-file", str(tmp_path / "env.sh"), "--allow-unknown-vars",
+                   "--probe-cmd", f"{sys.executable} {tmp_path / 'probe.py'}", "--out", str(tmp_path / "o"),
+                   "--json", str(tmp_path / "r.json"), *flags)
+    report = tmp_path / "r.json"
+    return done, (json.loads(report.read_text())[0] if report.exists() else None)
+
+
 def pass_and_fail_conf(path: Path, name: str) -> Path:
     """A 1x2 gloo sweep of two setups: ``baseline`` passes, ``missing_if`` fails (no such socket interface)."""
     return write_conf(path, f"""

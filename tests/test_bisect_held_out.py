@@ -4,6 +4,7 @@ import json
 
 import pytest
 
+from conftest import bisect_with_probe_script
 from envmatrix.bisect import PASS
 from envmatrix.bisect.peel import find_all_culprits, read_for, stage
 
@@ -77,16 +78,8 @@ if runs:
 
 @pytest.mark.slow
 def test_original_failure_is_the_envs_failure_when_its_first_run_passed(cli, tmp_path):
-    script = tmp_path / "probe.py"
-    script.write_text(FIRST_RUN_PASSES)
-    (tmp_path / "counters").mkdir()
-    cli.env["COUNTERS"] = str(tmp_path / "counters")
-    env_file = tmp_path / "env.sh"
-    env_file.write_text("export ENVMATRIX_H1=1\nexport ENVMATRIX_FLAKY=1\nexport ENVMATRIX_H2=2\n")
-    done = cli.run("bisect", "backend=gloo", "--grid", "1x2", "--env-file", str(env_file), "--allow-unknown-vars",
-                   "--probe-cmd", f"python {script}", "--repeats", "2", "--no-repair", "--out", str(tmp_path / "o"),
-                   "--json", str(tmp_path / "r.json"))
-    (report,) = json.loads((tmp_path / "r.json").read_text())
+    env = ["ENVMATRIX_H1=1", "ENVMATRIX_FLAKY=1", "ENVMATRIX_H2=2"]
+    done, report = bisect_with_probe_script(cli, tmp_path, FIRST_RUN_PASSES, env, "--repeats", "2", "--no-repair")
     assert done.returncode == 1 and report["culprits"] == [["ENVMATRIX_FLAKY=1"]], done.stdout + done.stderr
     # the env's first run passed, its settled outcome is the failure: that failure is the original one
     assert report["original_failure"] == {"outcome": "exit_error", "line": "transient timeout in proxy", "rank": 0}
@@ -98,14 +91,8 @@ ALWAYS_FAILS = "import sys\nprint('NCCL WARN NET/IB : port went down', flush=Tru
 
 @pytest.mark.slow
 def test_a_failure_no_variable_causes_shows_as_the_envs_failure_in_the_trail(cli, tmp_path):
-    script = tmp_path / "probe.py"
-    script.write_text(ALWAYS_FAILS)
-    env_file = tmp_path / "env.sh"
-    env_file.write_text("".join(f"export ENVMATRIX_H{i}={i}\n" for i in range(9)))
-    done = cli.run("bisect", "backend=gloo", "--grid", "1x2", "--env-file", str(env_file), "--allow-unknown-vars",
-                   "--probe-cmd", f"python {script}", "--out", str(tmp_path / "o"), "--json", str(tmp_path / "r.json"))
+    done, report = bisect_with_probe_script(cli, tmp_path, ALWAYS_FAILS, [f"ENVMATRIX_H{i}={i}" for i in range(9)])
     assert done.returncode == 3, done.stdout + done.stderr
-    (report,) = json.loads((tmp_path / "r.json").read_text())
     assert report["status"] == "baseline fails" and report["culprits"] == []
     # every probe failed the env's own way (the baseline too): 0, not "unresolved"
     assert {t["outcome"] for t in report["trail"]} == {"fail"} and report["trail"][-1]["atoms"] == "-"
@@ -143,15 +130,10 @@ if e.get("ENVMATRIX_S"):
 
 @pytest.mark.slow
 def test_same_stage_failures_with_real_ranks(cli, tmp_path):
-    script = tmp_path / "probe.py"
-    script.write_text(SAME_STAGE)
     harmless = [f"ENVMATRIX_H{i}={i}" for i in range(10)]
-    env_file = tmp_path / "env.sh"
-    env_file.write_text("".join(f"export {v}\n" for v in ["ENVMATRIX_P=1", *harmless[:5], "ENVMATRIX_S=1", *harmless[5:], "ENVMATRIX_Q=1"]))
-    done = cli.run("bisect", "backend=gloo", "--grid", "1x2", "--env-file", str(env_file), "--allow-unknown-vars",
-                   "--probe-cmd", f"python {script}", "--no-repair", "--out", str(tmp_path / "o"), "--json", str(tmp_path / "r.json"))
+    env = ["ENVMATRIX_P=1", *harmless[:5], "ENVMATRIX_S=1", *harmless[5:], "ENVMATRIX_Q=1"]
+    done, report = bisect_with_probe_script(cli, tmp_path, SAME_STAGE, env, "--no-repair")
     assert done.returncode == 3, done.stdout + done.stderr  # not proven complete: the two lines are of one stage
-    (report,) = json.loads((tmp_path / "r.json").read_text())
     assert [s["culprits"] for s in report["signatures"]] == [[["ENVMATRIX_P=1", "ENVMATRIX_Q=1"]], [["ENVMATRIX_S=1"]]]
     assert report["recommended_proven"] and sorted(report["recommended_env"]) == sorted(harmless)
     md = (tmp_path / "o" / "bisect_env_1x2.md").read_text()

@@ -52,23 +52,13 @@ sys.exit(1)
 """
 
 
+@pytest.mark.slow
 def test_a_culprit_whose_ranks_sometimes_abort_with_real_processes(cli, tmp_path):
-    import json
-    import sys
+    from conftest import assert_no_processes, bisect_with_probe_script
 
-    from conftest import assert_no_processes
-
-    script = tmp_path / "probe.py"
-    script.write_text(ABORTS_AFTER_THE_FIRST_RUN)
-    (tmp_path / "counters").mkdir()
-    cli.env["COUNTERS"] = str(tmp_path / "counters")
-    env_file = tmp_path / "env.sh"
-    env_file.write_text("".join(f"export ENVMATRIX_H{i}={i}\n" for i in range(8)) + "export ENVMATRIX_C=1\n")
-    done = cli.run("bisect", "backend=gloo", "--grid", "1x2", "--env-file", str(env_file), "--allow-unknown-vars",
-                   "--probe-cmd", f"{sys.executable} {script}", "--no-repair", "--out", str(tmp_path / "o"),
-                   "--json", str(tmp_path / "r.json"))
+    env = [f"ENVMATRIX_H{i}={i}" for i in range(8)] + ["ENVMATRIX_C=1"]
+    done, report = bisect_with_probe_script(cli, tmp_path, ABORTS_AFTER_THE_FIRST_RUN, env, "--no-repair")
     assert done.returncode == 1, done.stdout + done.stderr
-    (report,) = json.loads((tmp_path / "r.json").read_text())
     assert report["culprits"] == [["ENVMATRIX_C=1"]] and report["complete"]
     outcomes = {t["outcome"] for t in report["trail"]}
     assert outcomes == {"fail", "pass"}, report["trail"]  # the aborted runs are shown as the env's failure too
