@@ -24,8 +24,7 @@ EXIT_CODES = """exit codes (the same for sweep, bench, bisect, search, diff):
   0    all passed / nothing to do
   1    failures found: cells failed, culprits named, regressions
   2    usage or bad input: nothing launched or written
-  3    inconclusive: flaky, probe budget spent, unresolved, a shaped rate not in effect, a diff that
-       could not compare a cell of run A
+  3    inconclusive: flaky, probe budget spent, unresolved, a shaped rate not in effect, a partial diff
   130  interrupted (Ctrl-C, SIGTERM as scancel sends, SIGHUP); completed results stay in the store
   141  the reader of the output went away (e.g. `| head`): 128 + SIGPIPE, as for any writer
 """
