@@ -68,3 +68,33 @@ def test_a_database_with_the_stores_table_names_in_another_layout_is_refused_unt
     with pytest.raises(ConfigError, match=rf"corrupt store \(not envmatrix's layout: {why}\); left untouched"):
         open_store(str(path))
     assert path.read_bytes() == before
+
+
+def _open_and_close(path: str, barrier, outcomes) -> None:
+    from envmatrix.store.sqlite import SqliteStore
+
+    barrier.wait()
+    try:
+        SqliteStore(path).db.close()
+        outcomes.put("ok")
+    except Exception as exc:  # noqa: BLE001 - the outcome is the assertion's subject
+        outcomes.put(f"{type(exc).__name__}: {exc}")
+
+
+def test_workers_opening_one_new_store_together_all_open_it(tmp_path):
+    """A search fleet's workers start together and open the run directory's new results.sqlite at once: switching it to
+    WAL returned 'database is locked' to some of them (6 openers: 26 of 180 before the retry), and that worker died."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("fork")
+    failures = []
+    for round_ in range(15):
+        path, n = str(tmp_path / f"r{round_}.sqlite"), 6
+        barrier, outcomes = ctx.Barrier(n), ctx.Queue()
+        procs = [ctx.Process(target=_open_and_close, args=(path, barrier, outcomes)) for _ in range(n)]
+        for p in procs:
+            p.start()
+        for p in procs:
+            p.join(60)
+        failures += [o for o in (outcomes.get(timeout=10) for _ in range(n)) if o != "ok"]
+    assert failures == []

@@ -120,17 +120,35 @@ def check_not_corrupt(path: str) -> None:
             raise corrupt(path, f"not envmatrix's layout: {lacks}")
 
 
+LOCK_WAIT_S = 30.0
+
+
+def _when_unlocked(step: Any) -> Any:
+    """Run ``step``, again while another process holds the lock, for up to LOCK_WAIT_S: switching a new file to WAL
+    (and creating the tables) returns 'database is locked' at once, without SQLite's busy wait, when a peer opens the
+    same new store at that moment, as the workers of a search fleet started together do (6 openers of one new file:
+    26 of 180 failed)."""
+    deadline = time.monotonic() + LOCK_WAIT_S
+    while True:
+        try:
+            return step()
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.02)
+
+
 @register_scheme("sqlite")
 class SqliteStore(ResultStore):
     def __init__(self, path: str) -> None:
         self.path = path
         check_not_corrupt(path)
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-        self.db = sqlite3.connect(path, timeout=30, isolation_level=None)
+        self.db = sqlite3.connect(path, timeout=LOCK_WAIT_S, isolation_level=None)
         try:
-            self.db.execute("PRAGMA journal_mode=WAL")
+            _when_unlocked(lambda: self.db.execute("PRAGMA journal_mode=WAL"))
             self.db.execute("PRAGMA synchronous=FULL")
-            self.db.executescript(_SCHEMA)
+            _when_unlocked(lambda: self.db.executescript(_SCHEMA))
         except sqlite3.DatabaseError as exc:
             self.db.close()
             if "locked" in str(exc) or "busy" in str(exc):
