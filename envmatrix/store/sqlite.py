@@ -70,12 +70,18 @@ def sqlite_layout(path: str) -> Optional[dict[str, frozenset[str]]]:
     try:
         db = sqlite3.connect(pathlib.Path(path).absolute().as_uri() + "?mode=ro&immutable=1", uri=True)
         try:
-            tables = [row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
-            return {t: frozenset(row[0] for row in db.execute("SELECT name FROM pragma_table_info(?)", (t,))) for t in tables}
+            return _layout(db)
         finally:
             db.close()
     except sqlite3.Error:
         return None
+
+
+def _layout(db: sqlite3.Connection) -> dict[str, frozenset[str]]:
+    """Each table (SQLite's own, such as sqlite_sequence, left out) with its columns."""
+    query = "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\'"
+    tables = [row[0] for row in db.execute(query)]
+    return {t: frozenset(row[0] for row in db.execute("SELECT name FROM pragma_table_info(?)", (t,))) for t in tables}
 
 
 @functools.lru_cache(maxsize=1)
@@ -84,8 +90,7 @@ def _store_layout() -> dict[str, frozenset[str]]:
     db = sqlite3.connect(":memory:")
     try:
         db.executescript(_SCHEMA)
-        return {t: frozenset(row[0] for row in db.execute("SELECT name FROM pragma_table_info(?)", (t,)))
-                for t in ("sweeps", "results", "metrics")}
+        return _layout(db)
     finally:
         db.close()
 
