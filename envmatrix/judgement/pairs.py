@@ -2,10 +2,12 @@
 
 A pair is slow when its figure (bandwidth: higher is better) is more than ``tolerance`` below the median of its
 round: a round's pairs ran at the same time on the same fabric, so the round is the fair reference (a round of
-one pair falls back to the median of all pairs). A host is slow when it is low in every pair it is in (each host
-against its own pairs); it is named with an ``exclude:`` line as ``bisect --hosts`` prints. How sure: how many of
-its pairs were slow, and how many pairs without it were slow too (none: the host explains every slow pair).
-A slow pair whose two hosts are fine elsewhere is a slow link, named as the pair.
+one pair falls back to the median of all the other pairs: with 3 hosts every round is one pair and a slow host is
+in 2 of the 3, so a median over all of them, its own included, is the slow figure and nothing is below it). A host
+is slow when it is low in every pair it is in (each host against its own pairs); it is named with an ``exclude:``
+line as ``bisect --hosts`` prints. How sure: how many of its pairs were slow, and how many pairs without it were
+slow too (none: the host explains every slow pair). A slow pair whose two hosts are fine elsewhere is a slow link,
+named as the pair.
 """
 
 from __future__ import annotations
@@ -79,14 +81,17 @@ class PairsJudgement:
 def judge_pairs(figures: Sequence[PairFigure], tolerance: float = DEFAULT_TOLERANCE) -> PairsJudgement:
     if not 0 < tolerance < 1:
         raise ValueError(f"tolerance {tolerance!r}: allowed 0 < tolerance < 1")
-    overall = statistics.median(f.value for f in figures) if figures else 0.0
     by_round: dict[int, list[float]] = {}
     for f in figures:
         by_round.setdefault(f.round, []).append(f.value)
     verdicts = []
-    for f in figures:
+    for i, f in enumerate(figures):
         peers = by_round[f.round]
-        reference = statistics.median(peers) if len(peers) > 1 else overall
+        if len(peers) > 1:
+            reference = statistics.median(peers)
+        else:
+            others = [g.value for j, g in enumerate(figures) if j != i]
+            reference = statistics.median(others) if others else f.value
         verdicts.append(PairVerdict(f, reference, f.value < (1 - tolerance) * reference))
     hosts = list(dict.fromkeys(h for f in figures for h in (f.a, f.b)))
     host_verdicts = [_judge_host(h, verdicts) for h in hosts]

@@ -1,0 +1,50 @@
+"""``bench --pairs hosts`` from a user's side (QA pass): odd host counts, one slow host among 3, bad inputs."""
+
+import yaml
+
+import pytest
+
+from cluster_fixture import ns_cluster  # noqa: F401  (fixture)
+from conftest import assert_no_processes
+from envmatrix.judgement.pairs import PairFigure, judge_pairs
+from envmatrix.planning.pairs import host_pair_rounds
+
+
+def _figures(n, value_of):
+    hosts = [f"node{i}" for i in range(n)]
+    return [PairFigure(r, hosts[a], hosts[b], value_of(a, b)) for r, pairs in enumerate(host_pair_rounds(n))
+            for a, b in pairs]
+
+
+@pytest.mark.parametrize("bad", [0, 1, 2])
+def test_three_hosts_one_slow_is_named(bad):
+    # every round of 3 hosts is one pair and the slow host is in 2 of the 3: a median over all 3 pairs is the slow
+    # figure, so the judgement said "no slow pair" (exit 0) for a host at 1/100 of the others
+    j = judge_pairs(_figures(3, lambda a, b: 0.005 if bad in (a, b) else 0.08))
+    assert j.slow_hosts == [f"node{bad}"] and j.slow_links == []
+    assert next(h for h in j.hosts if h.slow).certainty.startswith("sure")
+
+
+def test_three_hosts_one_slow_link_is_a_link():
+    j = judge_pairs(_figures(3, lambda a, b: 0.01 if (a, b) == (0, 2) else 1.0))
+    assert j.slow_hosts == [] and j.slow_links == [("node0", "node2")]
+
+
+def test_three_healthy_hosts_are_quiet():
+    j = judge_pairs(_figures(3, lambda a, b: 1.0 + 0.1 * a))
+    assert not any(p.slow for p in j.pairs)
+
+
+@pytest.mark.slow
+def test_three_namespace_hosts_one_rate_limited_is_excluded(ns_cluster, cli, tmp_path):  # noqa: F811
+    cluster = ns_cluster(3)
+    cluster.rate_limit("node2", "40mbit")
+    conf = tmp_path / "c.yaml"
+    conf.write_text(yaml.safe_dump(cluster.conf(probe={"timeout_s": 240})))
+    out = tmp_path / "run"
+    done = cli.run("bench", f"conf={conf}", "--pairs", "hosts", "--pair-size", "1M", "-n", "3", "-w", "1",
+                   "--iperf-seconds", "1", "--out", str(out), timeout=900)
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]  # was 0: "no slow pair"
+    text = (out / "pairs_hosts.md").read_text()
+    assert "exclude: node2\n" in text and "slow host node2: 2 of 2 of its pairs slow" in text, text
+    assert_no_processes(cli.marker)
