@@ -1,8 +1,9 @@
 """Seed 000's and seed 001's tables from stored results: rows = network conditions, one block per pattern.
 
-Columns are size, then node count, then backend, each shown only where the block's results differ in it: seed 000's
-p2p block comes out as ``gloo 64M | nccl 64M | gloo 128M | nccl 128M``, seed 001's allreduce block as
-``256M 4 nodes | 256M 8 nodes | ...``. A cell is the time per synchronisation (median of the iterations; min and
+Columns are size, then node count (with ranks per node where a grid has more than one), then backend, each shown
+only where the block's results differ in it: seed 000's p2p block comes out as ``gloo 64M | nccl 64M | gloo 128M
+| nccl 128M``, seed 001's allreduce block as ``256M 4 nodes | 256M 8 nodes | ...``, grids 2x1 and 2x2 as
+``2 nodes x 1 ppn | 2 nodes x 2 ppn``. A cell is the time per synchronisation (median of the iterations; min and
 max are kept in the CSV and the HTML table), with the floor S/R of a rate condition beside it and the physics
 check's flag (judgement.physics) where it fails. Pure: results in, text out.
 """
@@ -39,8 +40,10 @@ class ConditionCell:
     sent_bytes: int  # through the shaped qdiscs, all links; 0 with a rate shaped = traffic went another way
 
     @property
-    def column(self) -> tuple[int, int, str]:
-        return (requested_size(self.size_bytes, self.grid), self.nodes, self.backend)
+    def column(self) -> tuple[int, int, int, str]:
+        """(size, nodes, ranks per node, backend): 2x1 and 2x2 are two columns, not one cell overwriting the other."""
+        return (requested_size(self.size_bytes, self.grid), self.nodes, int(self.grid.partition("x")[2] or 1),
+                self.backend)
 
 
 def requested_size(size_bytes: int, grid: str) -> int:
@@ -57,11 +60,11 @@ def requested_size(size_bytes: int, grid: str) -> int:
 class PatternBlock:
     pattern: str
     conditions: list[tuple[str, str]]  # (name, value), in the order they ran
-    columns: list[tuple[int, int, str]]
+    columns: list[tuple[int, int, int, str]]
     labels: list[str]
-    cells: dict[tuple[str, tuple[int, int, str]], ConditionCell]
+    cells: dict[tuple[str, tuple[int, int, int, str]], ConditionCell]
 
-    def cell(self, condition: str, column: tuple[int, int, str]) -> Optional[ConditionCell]:
+    def cell(self, condition: str, column: tuple[int, int, int, str]) -> Optional[ConditionCell]:
         return self.cells.get((condition, column))
 
     @property
@@ -114,15 +117,17 @@ def pattern_blocks(results: Sequence[ProbeResult], patterns: Sequence[str] = SEE
     return blocks
 
 
-def _labels(columns: Sequence[tuple[int, int, str]]) -> list[str]:
-    varies = [len({col[i] for col in columns}) > 1 for i in range(3)]
+def _labels(columns: Sequence[tuple[int, int, int, str]]) -> list[str]:
+    varies = [len({col[i] for col in columns}) > 1 for i in range(4)]
     if not any(varies):
-        varies = [True, False, False]
+        varies = [True, False, False, False]
+    per_node = any(col[2] != 1 for col in columns)  # seed 001 is 1 rank per node: its labels stay "4 nodes"
     out = []
-    for size, nodes, backend in columns:
+    for size, nodes, ppn, backend in columns:
         parts = [format_size(size)] if varies[0] else []
-        parts += [f"{nodes} node{'s' if nodes != 1 else ''}"] if varies[1] else []
-        parts += [backend] if varies[2] else []
+        if varies[1] or varies[2]:
+            parts.append(f"{nodes} node{'s' if nodes != 1 else ''}" + (f" x {ppn} ppn" if per_node else ""))
+        parts += [backend] if varies[3] else []
         out.append(" ".join(parts))
     return out
 

@@ -1,0 +1,47 @@
+"""The network-conditions tables and the physics check as an HPC admin reproducing seeds 000/001 reads them
+(held-out QA of the network features: grids of 1 and 2 ranks per node, rates the box cannot reach)."""
+
+from __future__ import annotations
+
+import csv
+import io
+
+from envmatrix.reporting.conditions_tables import conditions_csv, conditions_markdown, pattern_blocks
+from envmatrix.results import ProbeResult
+
+MIB = 1 << 20
+
+
+def _row(pattern, size, median_s, spread=0.02):
+    us = median_s * 1e6
+    return {"collective": pattern, "size_bytes": size, "dtype": "float32", "in_place": False, "time_us": us,
+            "time_median_us": us, "time_min_us": us * (1 - spread), "time_max_us": us * (1 + spread)}
+
+
+def _result(name, value, rate, grid, rows, sent=10**9):
+    network = {"name": name, "value": value, "condition": {"name": name, "rate_bps": rate},
+               "sent_bytes": {"node0": sent} if rate else {}}
+    return ProbeResult(run_key=f"{name}{grid}", setup={"name": "base"}, grid=grid, probe={}, backend="gloo",
+                       launcher="mpirun", outcome="pass", metrics=rows, network=network)
+
+
+def test_one_and_two_ranks_per_node_on_the_same_node_count_are_two_columns():
+    # measured on 5 namespace hosts (sweep grids [2x1, 2x2], allreduce 4M, default and rate=300mbit): the 2x1
+    # cells were overwritten by the 2x2 ones, table and CSV alike, under one column '4M'
+    results = []
+    for grid, unshaped_s, shaped_s in (("2x1", 0.0097, 0.118), ("2x2", 0.0133, 0.172)):
+        results.append(_result("default", "unshaped", None, grid, [_row("allreduce", 4 * MIB, unshaped_s)]))
+        results.append(_result("b300", "rate=300mbit", 3 * 10**8, grid, [_row("allreduce", 4 * MIB, shaped_s)]))
+    (block,) = pattern_blocks(results)
+    assert block.labels == ["2 nodes x 1 ppn", "2 nodes x 2 ppn"]
+    assert [block.cell("b300", col).grid for col in block.columns] == ["2x1", "2x2"]
+    text = conditions_markdown(results)
+    assert "| b300 | rate=300mbit | 118.0 ms (S/R 111.8) | 172.0 ms (S/R 111.8) |" in text
+    rows = list(csv.DictReader(io.StringIO(conditions_csv(results))))
+    assert sorted((r["condition"], r["grid"]) for r in rows) == [("b300", "2x1"), ("b300", "2x2"),
+                                                                 ("default", "2x1"), ("default", "2x2")]
+
+
+def test_seed_001_one_rank_per_node_keeps_its_node_labels():
+    results = [_result("default", "unshaped", None, g, [_row("allreduce", 16 * MIB, 0.1)]) for g in ("3x1", "5x1")]
+    assert pattern_blocks(results)[0].labels == ["3 nodes", "5 nodes"]
