@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import io
 
+from envmatrix.judgement import physics
 from envmatrix.reporting.conditions_tables import conditions_csv, conditions_markdown, pattern_blocks
 from envmatrix.results import ProbeResult
 
@@ -45,3 +46,19 @@ def test_one_and_two_ranks_per_node_on_the_same_node_count_are_two_columns():
 def test_seed_001_one_rank_per_node_keeps_its_node_labels():
     results = [_result("default", "unshaped", None, g, [_row("allreduce", 16 * MIB, 0.1)]) for g in ("3x1", "5x1")]
     assert pattern_blocks(results)[0].labels == ["3 nodes", "5 nodes"]
+
+
+def test_a_rate_above_what_the_box_reaches_unshaped_is_flagged_box_limited():
+    # measured on 3 namespace hosts, gloo p2p 64 MiB: unshaped 29.8 ms median, 19.2-59.3 ms (28 Gbit at best),
+    # rate=40gbit 41.4 ms against a floor of 13.4 ms, reported "ok" as if it were the figure of 40 Gbit; 10 Gbit
+    # (floor 53.7 ms) is the rate's own
+    unshaped = dict(_row("p2p", 64 * MIB, 0.0298), time_min_us=19185.0, time_max_us=59291.0)
+    results = [_result("default", "unshaped", None, "2x1", [unshaped]),
+               _result("b40g", "rate=40gbit", 40 * 10**9, "2x1", [_row("p2p", 64 * MIB, 0.0414)]),
+               _result("b10g", "rate=10gbit", 10 * 10**9, "2x1", [_row("p2p", 64 * MIB, 0.0748)])]
+    (block,) = pattern_blocks(results)
+    too_fast = block.cell("b40g", block.columns[0]).check
+    assert too_fast.verdict == physics.BOX_LIMITED and "cannot reach this rate" in too_fast.line
+    assert block.cell("b10g", block.columns[0]).check.verdict == physics.OK
+    assert "| b40g | rate=40gbit | 41.4 ms (S/R 13.4) *box-limited* |" in conditions_markdown(results)
+    assert not physics.check(0.0414, 0.0134).flagged  # without an unshaped run there is nothing to compare
