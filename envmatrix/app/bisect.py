@@ -43,6 +43,7 @@ class BisectRequest:
     allow_unknown_vars: bool = False
     allow_ignored_vars: bool = False
     rerun: bool = False
+    command_line: str = "envmatrix bisect"  # who holds the store's lock
 
 
 def _ignore(*_: Any) -> None:
@@ -173,7 +174,10 @@ def bisect_envs(request: BisectRequest, given: BisectInput, events: BisectEvents
         check_grids_fit([early_grid], inp.backend, len(gpus), max_local_ranks, launcher)
     os.makedirs(run_dir, exist_ok=True)
     reports = []
-    with open_session(inp, run_dir, pins, len(gpus), probe_spec=given.probe, pool=True, launcher=launcher) as session:
+    # The store's lock, as sweep holds it: --failing reads "the last sweep", which a sweep still running into this
+    # store has not finished (its later failing setups read as absent: "nothing to bisect", exit 0).
+    with open_session(inp, run_dir, pins, len(gpus), probe_spec=given.probe, pool=True, launcher=launcher,
+                      lock_for=request.command_line) as session:
         store = session.store
         targets = early or failing_targets(request, run_dir, store)
         if not targets:

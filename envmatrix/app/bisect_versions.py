@@ -54,7 +54,7 @@ def bisect_versions(request: Any, given: Any, events: Any) -> VersionBisectResul
                           "backend=nccl, or --probe-cmd CMD with a command that loads NCCL itself (e.g. all_reduce_perf)")
     grid = parse_grid(request.grid, "--grid") if request.grid else inp.grids[0]
     with open_session(inp, run_dir, pins, len(gpus), probe_spec=given.probe, sweep_id=f"bisect-versions-{grid.label}",
-                      pool=True) as session:
+                      pool=True, lock_for=request.command_line) as session:
         ctx = ProbeContext(session, grid, request.rerun)
 
         def test(version: str) -> str:

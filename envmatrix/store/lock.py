@@ -60,9 +60,20 @@ def exclusive(store_path: str, command: str) -> Iterator[None]:
                 f"since {since} ({h.get('command', '?')}); allowed: wait for it to finish, then rerun to resume, "
                 f"or use another --out"
             ) from None
-        os.ftruncate(fd, 0)
+        previous = os.pread(fd, os.fstat(fd).st_size, 0)
         me = {"pid": os.getpid(), "host": socket.gethostname(), "started": time.time(), "command": command}
-        os.pwrite(fd, json.dumps(me).encode(), 0)
-        yield
+        _rewrite(fd, json.dumps(me).encode())
+        try:
+            yield
+        except ConfigError:
+            # bad input found under the lock (bisect --failing reads the store only once it holds it) writes nothing:
+            # the last holder's record stays as it was
+            _rewrite(fd, previous)
+            raise
     finally:
         os.close(fd)  # releases the flock
+
+
+def _rewrite(fd: int, data: bytes) -> None:
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, data, 0)
