@@ -78,6 +78,8 @@ class BisectReport:
             "unresolved": ["".join(labels[i] for i in idx) for idx in self.unresolved],
             "repairs": [dataclasses.asdict(r) for r in self.repairs],
             "recommended_env": [str(a) for a in self.recommended],
+            # what a shell sources, as the Markdown report prints it (path prepends last entry first)
+            "recommended_shell": Setup("recommended", tuple(self.recommended)).shell_lines(),
             "recommended_proven": self.recommended_proven,
             "signatures": self.sections,
             "status": self.status,
