@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional
 
-from envmatrix.boundary import ProcessOutcome, env_report_path, rank_report_path
+from envmatrix.boundary import ProcessOutcome, echoed_env, env_report_path, rank_report_path
 from envmatrix.env.atoms import Setup
 from envmatrix.env.merge import materialize
 from envmatrix.execution.hang import StackRequest, diagnose, ras_address
@@ -122,6 +122,11 @@ def execute(
     )
     if problem:
         outcome, cause = ENV_MISMATCH, failure_cause(first, ENV_MISMATCH, problem)
+    if launcher.uses_warm_pool and plan.process_of_rank is None:
+        # Each process is a rank this host started with its env (execve): a rank that echoed none (a command
+        # probe) saw exactly that; recorded after the delivery check, which it must not pass for free.
+        for rank, env in zip(collected.ranks, plan.intended_env):
+            rank.env = rank.env or echoed_env(env)
     nccl = {**nccl_facts(collected.logs), **nccl_dumps(workdir)}
     violation = transport_violation(nccl, run.probe.params.get("forbid_transport") or [])
     if violation and outcome == PASS:
