@@ -1,8 +1,9 @@
 """``bench --pairs hosts`` from a user's side (QA pass): odd host counts, one slow host among 3, bad inputs."""
 
-import yaml
+import shutil
 
 import pytest
+import yaml
 
 from cluster_fixture import ns_cluster  # noqa: F401  (fixture)
 from conftest import assert_no_processes
@@ -47,4 +48,28 @@ def test_three_namespace_hosts_one_rate_limited_is_excluded(ns_cluster, cli, tmp
     assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]  # was 0: "no slow pair"
     text = (out / "pairs_hosts.md").read_text()
     assert "exclude: node2\n" in text and "slow host node2: 2 of 2 of its pairs slow" in text, text
+    assert_no_processes(cli.marker)
+
+
+def _table(text):
+    return [[c.strip() for c in ln.strip().strip("|").split("|")] for ln in text.splitlines()
+            if ln.startswith("| emh") or ln.startswith("| node")]
+
+
+@pytest.mark.slow
+def test_host_pairs_in_local_namespaces_reach_each_other_with_iperf3(cli, tmp_path):
+    from cluster_fixture import unavailable_reason
+
+    reason = unavailable_reason()
+    if reason or shutil.which("iperf3") is None:
+        pytest.skip(reason or "iperf3 not installed")
+    out = tmp_path / "ns"
+    # each emulated host in a namespace of its own: the tools went to 127.0.0.1, each namespace's own loopback, so
+    # every iperf3 cell said "failed: iperf3 server: iperf3 printed no JSON" and each round waited out its 68 s
+    done = cli.run("bench", "backend=gloo", "--pairs", "hosts", "--grid", "3x1",
+                   "++launcher_opts.local.emulate_hosts={namespaces: true}", "--pair-size", "256K", "-n", "3", "-w", "1",
+                   "--iperf-seconds", "1", "--pair-tolerance", "0.95", "--out", str(out), timeout=600)
+    assert done.returncode in (0, 1), done.stdout[-3000:] + done.stderr[-3000:]
+    rows = _table((out / "pairs_hosts.md").read_text())
+    assert len(rows) == 6 and all(float(r[7]) > 0 for r in rows), rows  # the iperf3 column: a figure per pair
     assert_no_processes(cli.marker)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from envmatrix import paths as em_paths
 from envmatrix.app.inputs import named_setup, prepare
@@ -136,7 +136,9 @@ class Steps:
             self.listener(event, whole, result)
 
 
-def _run_one(inp: Any, store: Any, run_dir: str, pins: Any, gpus: int, request: PairsRequest, listener: Any) -> tuple:
+def _run_one(inp: Any, store: Any, run_dir: str, pins: Any, gpus: int, request: PairsRequest, listener: Any,
+             probe_for: Optional[Callable[[Any], Any]] = None) -> tuple:
+    """``probe_for(session)``: the probe made once the session exists (what it needs to know of the session's hosts)."""
     from envmatrix.app.sweep import plan_sweep, run_sweep
     from envmatrix.config.resolve import check_grids_fit
     from envmatrix.engine import open_session
@@ -144,6 +146,9 @@ def _run_one(inp: Any, store: Any, run_dir: str, pins: Any, gpus: int, request: 
     launcher = inp.make_launcher()
     check_grids_fit(list(inp.grids), inp.backend, gpus, int(inp.config.get("max_local_ranks", 16)), launcher)
     with open_session(inp, run_dir, pins, gpus, pool=True, launcher=launcher, store=store) as session:
+        if probe_for is not None:
+            inp = dataclasses.replace(inp, probe=probe_for(session))
+            session = session.under(probe_spec=inp.probe)
         _, done = run_sweep(inp, session, plan_sweep(inp), rerun=request.rerun, listener=listener)
         return done[-1], session.host
 
@@ -294,12 +299,15 @@ def _host_pairs(request: PairsRequest, listener: Any) -> PairsResult:
         # run here, so each command takes its own range
         port = 20000 + os.getpid() % 20000 if base.launcher == "local" else 5201
         net = []
-        for number, pairs_ in enumerate(rounds):
-            spec = get_probe("netpair").spec({"pairs": [list(p) for p in pairs_], "addresses": reach,
-                                              "iperf_seconds": request.iperf_seconds, "timeout_s": request.timeout,
-                                              "port": port},
-                                             "bench --pairs hosts", base.backend)
-            done, _ = _run_one(dataclasses.replace(base, probe=spec), store, run_dir, pins, len(gpus), request, listener)
+        for pairs_ in rounds:
+            def netpair(session: Any, pairs_: list = pairs_) -> Any:
+                # hosts in namespaces of the session's own (emulate_hosts: {namespaces: true}) reach each other at
+                # their bridge addresses: 127.0.0.1 there is each namespace's own loopback, and every tool failed
+                addresses = [seat.address for seat in session.host_seats] or reach
+                return get_probe("netpair").spec({"pairs": [list(p) for p in pairs_], "addresses": addresses,
+                                                  "iperf_seconds": request.iperf_seconds, "timeout_s": request.timeout,
+                                                  "port": port}, "bench --pairs hosts", base.backend)
+            done, _ = _run_one(base, store, run_dir, pins, len(gpus), request, listener, probe_for=netpair)
             net.append(done)
         stored = store.latest()
     return _host_outcome(request, run_dir, p2p, net, hosts, rounds, large, small, stored)
