@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from envmatrix import paths as em_paths
+from envmatrix import values
 from envmatrix.app.inputs import named_setup, prepare
 from envmatrix.app.outputs import RunOutputs, write_run_outputs
 from envmatrix.bench.sizes import format_size, parse_size
@@ -25,6 +26,7 @@ from envmatrix.judgement.pairs import DEFAULT_TOLERANCE, PairFigure, PairsJudgem
 from envmatrix.planning.grid import Grid, parse_grid
 from envmatrix.planning.pairs import gpu_pair_rounds, host_pair_rounds, parse_gpu_pairs
 from envmatrix.probes import get_probe
+from envmatrix.probes.builtin import bench_dtype
 from envmatrix.results import ProbeResult
 
 KINDS = ("gpus", "hosts")
@@ -83,6 +85,17 @@ def pairs(request: PairsRequest, listener: Any = None) -> PairsResult:
                           ">= 1 (iperf3 -t)")
     if not 0 < request.tolerance < 1:
         raise ConfigError(f"--pair-tolerance {request.tolerance!r} not allowed; allowed: a fraction between 0 and 1")
+    if request.kind == "hosts" and request.gpu_pairs is not None:
+        raise ConfigError(f"--gpu-pairs {request.gpu_pairs}: only with --pairs gpus; allowed: drop --gpu-pairs "
+                          "(--pairs hosts measures every host pair)")
+    if request.kind == "hosts" and len(request.setups) > 1:
+        raise ConfigError(f"--setup {','.join(request.setups)}: --pairs hosts measures one setup; allowed: one setup "
+                          "(a comma list is --pairs gpus's, one matrix per setup)")
+    # under the flags' own names, before the run directory exists (the probe's check names its keys, after it)
+    values.integer("-n/--iters", request.iters, minimum=1)
+    values.integer("-w/--warmup", request.warmup, minimum=0)
+    bench_dtype(request.dtype, "-d/--dtype")
+    values.duration("--timeout", request.timeout)
     return _gpu_pairs(request, listener) if request.kind == "gpus" else _host_pairs(request, listener)
 
 

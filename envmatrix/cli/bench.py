@@ -6,11 +6,12 @@ import argparse
 import sys
 from typing import Any
 
-from envmatrix.bench.timing import DEFAULT_TIMING, TIMINGS
+from envmatrix.bench.timing import TIMINGS
 from envmatrix.cli.common import (LineProgress, add_command, add_emulate_hosts_flag, add_network_flag, add_threshold_flags,
                                   make_console, print_outputs, print_shaping_missed, request_from)
 from envmatrix.errors import ConfigError
 
+BENCH_ONLY_FLAGS = ("-b/--min-bytes", "-e/--max-bytes", "-f/--factor", "-i/--step-bytes", "--timing")
 PAIR_FLAGS = ("--gpu-pairs", "--pair-size", "--latency-size", "--iperf-seconds", "--pair-tolerance")
 
 EXAMPLES = """examples:
@@ -34,17 +35,18 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--grid", help="NxP (default: the config's first grid)")
     p.add_argument("--setup", help="a setup of the config (default: the inherited env only)")
     p.add_argument("--env", action="append", default=[], metavar="KEY=VALUE", help="extra variable on top of the setup (repeatable)")
-    # absent unless given (the request's default applies): --pairs and --peers say a given -c, not ignore it
+    # absent unless given (the request's default applies): --pairs and --peers say a given -c, not ignore it; the
+    # size and timing flags likewise (a pair test has its own sizes, --pair-size and --latency-size, and timing)
     p.add_argument("-c", "--collectives", default=argparse.SUPPRESS, help="comma list (allreduce, allgather, reduce_scatter, alltoall, broadcast, reduce, sendrecv, p2p, ps_central, ps_sharded; default allreduce,allgather,alltoall)")
-    p.add_argument("-b", "--min-bytes", default="8", help="smallest size (default 8)")
-    p.add_argument("-e", "--max-bytes", default=None, help="largest size (default 1G on GPUs, 1M on CPU)")
-    p.add_argument("-f", "--factor", default=None, help="size multiplication factor (default 2; not with -i)")
-    p.add_argument("-i", "--step-bytes", default=None, help="additive size step instead of a factor")
+    p.add_argument("-b", "--min-bytes", default=argparse.SUPPRESS, help="smallest size (default 8)")
+    p.add_argument("-e", "--max-bytes", default=argparse.SUPPRESS, help="largest size (default 1G on GPUs, 1M on CPU)")
+    p.add_argument("-f", "--factor", default=argparse.SUPPRESS, help="size multiplication factor (default 2; not with -i)")
+    p.add_argument("-i", "--step-bytes", default=argparse.SUPPRESS, help="additive size step instead of a factor")
     p.add_argument("-n", "--iters", type=int, default=20, help="timed iterations per size (default 20)")
     p.add_argument("-w", "--warmup", type=int, default=5, help="warmup iterations per size, all sizes (doubling from -b to -e) before the first timed one, as nccl-tests (default 5)")
     p.add_argument("-d", "--dtype", default="float32", help="float32, float16, bfloat16 or int32")
     p.add_argument("--no-check", action="store_true", help="skip the #wrong check (nccl-tests -c 0)")
-    p.add_argument("--timing", choices=tuple(TIMINGS), default=DEFAULT_TIMING,
+    p.add_argument("--timing", choices=tuple(TIMINGS), default=argparse.SUPPRESS,
                    help="; ".join(f"{k}: {v}" for k, v in TIMINGS.items()))
     p.add_argument("--timeout", type=float, default=600.0, help="probe timeout in seconds (default 600)")
     p.add_argument("--backends", metavar="LIST", help="e.g. gloo,nccl: the same bench on each backend, side by side (seed 000)")
@@ -75,10 +77,15 @@ def cmd_bench(args: argparse.Namespace) -> int:
         # bench's own flags a pairs run does not take: said, not ignored (--network would read as shaped pairs)
         for flag, value in (("--network", args.network), ("--peers", args.peers), ("--inflight", args.inflight),
                             ("--backends", args.backends), ("--baseline", args.baseline),
-                            ("-c/--collectives", getattr(args, "collectives", None))):
-            if value:
+                            ("-c/--collectives", getattr(args, "collectives", None)),
+                            *((f, vars(args).get(f.split("--")[-1].replace("-", "_"))) for f in BENCH_ONLY_FLAGS),
+                            ("--no-check", args.no_check)):
+            if value is not None and value is not False and value != []:  # --inflight 0 is given too
                 raise ConfigError(f"{flag}: not with --pairs {args.pairs} (it measures its own pairs, unshaped, on "
                                   f"the config's backend); allowed: drop {flag}, or bench without --pairs")
+        if args.pairs == "gpus" and "iperf_seconds" in vars(args):
+            raise ConfigError(f"--iperf-seconds {args.iperf_seconds}: only with --pairs hosts (GPU pairs run no iperf3); "
+                              "allowed: drop --iperf-seconds, or --pairs hosts")
         return cmd_pairs(args, console)
     # the pair flags are absent unless given (their defaults are the pairs request's): said, not ignored
     given = [flag for flag in PAIR_FLAGS if flag.lstrip("-").replace("-", "_") in vars(args)]
