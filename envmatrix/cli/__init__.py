@@ -67,6 +67,9 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+STORE_COMMANDS = ("sweep", "bench", "bisect", "search")  # an interrupted one resumes from its store
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
     # First: a Ctrl-C (or SIGTERM, SIGHUP) while the parser is built (every command module imported: a few hundred
@@ -86,7 +89,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         # --rerun would measure everything again; resuming means the same command without it.
         resume = shlex.join(["envmatrix", *(w for w in words if w != "--rerun")])
         what = "interrupted" if why in (None, "SIGINT") else f"stopped by {why}"
-        print(f"envmatrix: {what}; finished runs are in the store, resume with: {resume}", file=sys.stderr)
+        if next((w for w in words if not w.startswith("-")), None) in STORE_COMMANDS:
+            print(f"envmatrix: {what}; finished runs are in the store, resume with: {resume}", file=sys.stderr)
+        else:  # cluster up, network reset, report...: no store, nothing to resume (cluster up undid its hosts)
+            print(f"envmatrix: {what}", file=sys.stderr)
         return EXIT_INTERRUPTED
     except BrokenPipeError:
         # `envmatrix ... | head`: the reader is gone; what is left to print goes nowhere (Python would otherwise

@@ -34,6 +34,7 @@ from envmatrix.cluster import registry
 from envmatrix.cluster.registry import ClusterRecord
 from envmatrix.errors import ConfigError, PlanError
 from envmatrix.execution import netns as netns_exec
+from envmatrix.execution.processes import deferred_interrupt
 from envmatrix.network import links, shaping
 from envmatrix.network.conditions import parse_condition
 from envmatrix.network.shaping import Link
@@ -144,12 +145,17 @@ class EmulatedCluster:
 
     def _build(self) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
-        links.make_bridge(self.bridge, self.gateway, 24)
+        # A Ctrl-C waits for the netlink call it would hit (a host is made in ~10 ms): raised inside pyroute2's
+        # coroutines it left "Task was destroyed but it is pending!" and "Exception ignored" tracebacks on stderr
+        # after the one-line "envmatrix: interrupted".
+        with deferred_interrupt():
+            links.make_bridge(self.bridge, self.gateway, 24)
         hosts_file = "127.0.0.1 localhost\n" + "".join(f"{a} {h}\n" for h, a in self.addresses.items())
         for host in self.hosts:
             ns = self.ns(host)
-            links.create_namespace(ns)
-            links.make_host_link(ns, self.veth(host), self.bridge, self.addresses[host], 24, HOST_IFNAME)
+            with deferred_interrupt():
+                links.create_namespace(ns)
+                links.make_host_link(ns, self.veth(host), self.bridge, self.addresses[host], 24, HOST_IFNAME)
             etc = Path(netns_exec.ETC_NETNS_DIR) / ns
             etc.mkdir(parents=True, exist_ok=True)
             (etc / "hosts").write_text(hosts_file)
