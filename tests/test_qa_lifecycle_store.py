@@ -19,6 +19,12 @@ def _count(db_path) -> int:
         return 0
 
 
+# a probe: 'bad' fails once $QA_RELEASE exists, anything else passes at once
+WAIT_FOR_RELEASE = ("import os, sys, time; bad = os.environ.get('ENVMATRIX_QA') == 'bad'; "
+                    "[time.sleep(0.05) for _ in range(2400) if bad and not os.path.exists(os.environ['QA_RELEASE'])]; "
+                    "sys.exit(bad)")
+
+
 @pytest.mark.slow
 def test_bisect_failing_into_a_store_a_sweep_still_runs_is_refused(cli, tmp_path):
     # --failing reads "the last sweep" of the store: while that sweep still ran, its first (passing) cell was all
@@ -33,15 +39,17 @@ setups:
 probe:
   name: command
   timeout_s: 60
-  command: [{sys.executable}, -c, "import os, sys, time; time.sleep(1.5); sys.exit(os.environ.get('ENVMATRIX_QA') == 'bad')"]
+  command: [{sys.executable}, -c, "{WAIT_FOR_RELEASE}"]
 """)
     out = tmp_path / "o"
+    cli.env["QA_RELEASE"] = str(tmp_path / "release")  # the 'bad' setup's probe runs until the test says
     sweep = cli.popen("sweep", f"conf={conf}", "--out", str(out), "--allow-unknown-vars", "--jobs", "1")
     deadline = time.time() + 120
     while time.time() < deadline and _count(out / "results.sqlite") < 1:
         time.sleep(0.05)
     bisect = cli.run("bisect", f"conf={conf}", "--out", str(out), "--failing", "1x1", "--allow-unknown-vars")
     assert sweep.poll() is None, "the sweep should still be running its second setup"
+    (tmp_path / "release").touch()
     assert bisect.returncode == 2 and f"in use by envmatrix pid {sweep.pid}" in bisect.stderr, bisect.stdout + bisect.stderr
     sweep.communicate(timeout=120)
     assert sweep.returncode == 1
@@ -49,3 +57,57 @@ probe:
     done = cli.run("bisect", f"conf={conf}", "--out", str(out), "--failing", "1x1", "--allow-unknown-vars")
     assert done.returncode == 1 and "ENVMATRIX_QA=bad" in done.stdout, done.stdout + done.stderr
     assert_no_processes(cli.marker)
+
+
+def _two_setups_conf(path, extra: str = "") -> str:
+    write_conf(path, f"""
+name: lifecycle
+backend: gloo
+grids: [1x1, 1x2]
+setups:
+  ok: {{ENVMATRIX_QA: ok}}
+  bad: {{ENVMATRIX_QA: bad}}
+{extra}
+probe:
+  name: command
+  timeout_s: 60
+  command: [{sys.executable}, -c, "import os, sys; sys.exit(os.environ.get('ENVMATRIX_QA') == 'bad')"]
+""")
+    return f"conf={path}"
+
+
+@pytest.mark.slow
+def test_bisect_failing_reads_the_cells_the_last_sweep_found_in_the_store(cli, tmp_path):
+    # A sweep that finds a run in the store reuses it, and the stored row keeps the sweep_id it was stored under:
+    # --failing read only the rows stored under the last sweep's id. A second sweep of the config with one setup
+    # more ran only that setup, so bisect said "nothing to bisect", exit 0, with 'bad' failing in it; a sweep of a
+    # grid subset, all reused, was "never ran 1x1", exit 2. And a resumed sweep was not the last one.
+    out = str(tmp_path / "o")
+    conf = _two_setups_conf(tmp_path / "c.yaml")
+    assert cli.run("sweep", conf, "--out", out, "--allow-unknown-vars").returncode == 1
+    more = _two_setups_conf(tmp_path / "more.yaml", "  extra: {ENVMATRIX_QA: extra}")
+    again = cli.run("sweep", more, "--out", out, "--allow-unknown-vars")
+    assert again.returncode == 1 and "4 already in the store" in again.stdout, again.stdout + again.stderr
+    done = cli.run("bisect", more, "--out", out, "--failing", "1x1", "--allow-unknown-vars")
+    assert done.returncode == 1 and "{ENVMATRIX_QA=bad}" in done.stdout, done.stdout + done.stderr
+    # a grid subset of the first config (a new sweep, every run reused), then the first config resumed
+    assert cli.run("sweep", conf, "grids=[1x2]", "--out", out, "--allow-unknown-vars").returncode == 1
+    assert cli.run("sweep", conf, "--out", out, "--allow-unknown-vars").returncode == 1
+    done = cli.run("bisect", conf, "--out", out, "--failing", "1x1", "--setup", "bad", "--allow-unknown-vars")
+    assert done.returncode == 1 and "{ENVMATRIX_QA=bad}" in done.stdout, done.stdout + done.stderr
+    assert_no_processes(cli.marker)
+
+
+@pytest.mark.slow
+def test_bisect_failing_names_a_reused_cell_by_the_sweeps_setup(cli, tmp_path):
+    # The sweep reused a run an earlier bisect stored for the same env: --failing named it after the bisect's probe
+    # ('bisect-1'), so --setup mine found no failing run.
+    conf = _two_setups_conf(tmp_path / "c.yaml")
+    (tmp_path / "bad.env").write_text("export ENVMATRIX_QA=bad\n")
+    out = str(tmp_path / "o")
+    assert cli.run("bisect", conf, "--env-file", str(tmp_path / "bad.env"), "--grid", "1x1", "--out", out,
+                   "--allow-unknown-vars").returncode == 1
+    assert cli.run("sweep", conf, "grids=[1x1]", "--out", out, "--allow-unknown-vars").returncode == 1
+    done = cli.run("bisect", conf, "--out", out, "--failing", "1x1", "--setup", "bad", "--allow-unknown-vars")
+    assert done.returncode == 1 and "bisect: bad on 1x1" in done.stdout, done.stdout + done.stderr
+    assert (tmp_path / "o" / "bisect_bad_1x1.md").exists()

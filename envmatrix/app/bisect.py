@@ -179,10 +179,11 @@ def bisect_envs(request: BisectRequest, given: BisectInput, events: BisectEvents
     with open_session(inp, run_dir, pins, len(gpus), probe_spec=given.probe, pool=True, launcher=launcher,
                       lock_for=request.command_line) as session:
         store = session.store
-        targets = early or failing_targets(request, run_dir, store)
+        last_id, last_cells = last_sweep(request, run_dir, store) if request.failing else ("", [])
+        targets = early or failing_targets(request, run_dir, last_id, last_cells)
         if not targets:
             return EnvBisectResult([], None, EXIT_OK, f"nothing to bisect: no failing runs for {grid_label(request)} "
-                                   f"in {os.path.join(run_dir, em_paths.STORE_FILE)} (last sweep {store.sweeps()[-1]['id']})")
+                                   f"in {os.path.join(run_dir, em_paths.STORE_FILE)} (last sweep {last_id})")
         for name, grid, atoms in targets:
             if not early:
                 check_grids_fit([grid], inp.backend, len(gpus), max_local_ranks, launcher)
@@ -193,7 +194,7 @@ def bisect_envs(request: BisectRequest, given: BisectInput, events: BisectEvents
             def show(label: str, result: Any, fresh: bool = True, _target: str = f"{name} {grid.label}") -> None:
                 events.probe(_target, label, result, bool(fresh))
 
-            stored = [r for r in store.latest(sweep_id=store.sweeps()[-1]["id"]) if r.grid == grid.label] if request.failing else []
+            stored = [r for r in last_cells if r.grid == grid.label]
             report = bisect_env(ctx, name, atoms, given.baseline, request.repeats, not request.no_repair, catalog,
                                 on_probe=show, max_probes=request.max_probes, stored=stored)
             reports.append(report)
@@ -236,19 +237,33 @@ def env_file_target(inp: Any, request: BisectRequest, catalog: Any) -> list[tupl
     return [(path.stem, grid, atoms)]
 
 
-def failing_targets(request: BisectRequest, run_dir: str, store: Any) -> list[tuple[str, Any, list]]:
+def last_sweep(request: BisectRequest, run_dir: str, store: Any) -> tuple[str, list]:
+    """The id and cells (newest attempts, under the sweep's own setup names) of the store's last sweep."""
+    sweeps = store.sweeps()
+    # search and host bisect open records of their own; a sweep's lists its runs (records before 0bb4193 do not)
+    last = ([s for s in sweeps if "runs" in s["config"]] or sweeps or [None])[-1]
+    if last is None:
+        raise ConfigError(f"--failing {request.failing}: the store in {run_dir} holds no sweep; run `envmatrix sweep` first or pass --out")
+    if "runs" not in last["config"]:
+        return last["id"], store.latest(sweep_id=last["id"])
+    # A run the sweep found in the store (stored by an earlier sweep, a bisect, a search) carries that command's
+    # sweep_id and setup name: its cells are the runs it lists.
+    cells = store.latest(run_keys=last["config"]["runs"])
+    setups = last["config"].get("setups") or {}
+    for cell in cells:
+        cell.setup = setups.get(cell.run_key, cell.setup)
+    return last["id"], cells
+
+
+def failing_targets(request: BisectRequest, run_dir: str, sweep_id: str, latest: list) -> list[tuple[str, Any, list]]:
     """--failing GRID: (name, grid, atoms) of each setup that failed there in the store's last sweep."""
     from envmatrix.env.atoms import Atom
     from envmatrix.planning.grid import parse_grid
 
     grid = parse_grid(request.failing, "--failing")
-    sweeps = store.sweeps()
-    if not sweeps:
-        raise ConfigError(f"--failing {request.failing}: the store in {run_dir} holds no sweep; run `envmatrix sweep` first or pass --out")
-    latest = store.latest(sweep_id=sweeps[-1]["id"])
     swept = sorted({r.grid for r in latest})
     if grid.label not in swept:  # not "nothing failed": nothing ran there, which no exit of 0 may claim
-        raise ConfigError(f"--failing {request.failing}: the last sweep in {run_dir} ({sweeps[-1]['id']}) never ran "
+        raise ConfigError(f"--failing {request.failing}: the last sweep in {run_dir} ({sweep_id}) never ran "
                           f"{grid.label}; allowed: a grid it ran ({', '.join(swept) or 'none'}), or sweep {grid.label} first")
     results = [r for r in latest if r.grid == grid.label and not r.passed]
     if request.setup is not None and results:

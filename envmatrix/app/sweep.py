@@ -177,7 +177,9 @@ def run_sweep(inp: SweepInput, session: Session, runs: list[Run], rerun: bool = 
               listener: Listener | None = None) -> tuple[str, list[ProbeResult]]:
     """Run ``runs`` (the plan of ``inp``) in ``session``, each committed at once; their newest stored results."""
     sid = sweep_id(inp, runs)
-    session.store.open_sweep(sid, {"config": inp.config, "conf_file": str(inp.conf_file), "runs": [r.key for r in runs]})
+    # its runs and their setups: a run reused from the store keeps the sweep_id (and setup name) it was stored under
+    session.store.open_sweep(sid, {"config": inp.config, "conf_file": str(inp.conf_file), "runs": [r.key for r in runs],
+                                   "setups": {r.key: r.setup.to_json() for r in runs}})
     run_trials(session.under(sweep_id=sid, judge=lambda result: judge(result, inp.expectations)), runs, rerun=rerun,
                listener=listener)
     # A stored result may come from another command (bisect, search) under another

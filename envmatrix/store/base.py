@@ -32,7 +32,7 @@ class ResultStore(abc.ABC):
 
     @abc.abstractmethod
     def sweeps(self) -> list[dict[str, Any]]:
-        """Sweeps in creation order: {id, created, config}."""
+        """Sweeps in the order they were last opened (a resumed sweep is the newest): {id, created, config}."""
 
     @abc.abstractmethod
     def close(self) -> None: ...

@@ -170,7 +170,9 @@ class SqliteStore(ResultStore):
 
     def open_sweep(self, sweep_id: str, config: dict[str, Any]) -> None:
         self.db.execute(
-            "INSERT OR IGNORE INTO sweeps (id, created, config_json) VALUES (?, ?, ?)",
+            # a sweep resumed or rerun is the newest again (bisect --failing reads "the last sweep")
+            "INSERT INTO sweeps (id, created, config_json) VALUES (?, ?, ?)"
+            " ON CONFLICT (id) DO UPDATE SET created = excluded.created",
             (sweep_id, time.time(), json.dumps(config, sort_keys=True, default=str)),
         )
 
