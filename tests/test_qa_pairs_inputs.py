@@ -15,6 +15,9 @@ import pytest
     (["--pairs", "hosts", "--grid", "2x1", "--no-check"], "--no-check: not with --pairs hosts"),
     (["--pairs", "hosts", "--grid", "2x1", "--inflight", "0"], "--inflight: not with --pairs hosts"),
     (["--pairs", "gpus", "--iperf-seconds", "3"], "--iperf-seconds 3: only with --pairs hosts"),
+    # --peers: a group twice ran once without a word (-c refuses a collective twice); empty said "'empty' not allowed"
+    (["--grid", "2x2", "--peers", "rail,rail"], "--peers 'rail,rail': 'rail' is listed twice"),
+    (["--grid", "2x2", "--peers", ","], "--peers ',': names no peer group"),
     # refused after the run directory was made, under the probe's key ('bench --pairs.bench.iters')
     (["--pairs", "hosts", "--grid", "2x1", "-n", "0"], "-n/--iters: 0 is out of range"),
     (["--pairs", "hosts", "--grid", "2x1", "-w", "-1"], "-w/--warmup: -1 is out of range"),

@@ -223,11 +223,15 @@ def peer_bench(peers: str, grid: Any, inflight: Optional[int]) -> dict[str, Any]
 
     modes = [m.strip() for m in peers.split(",") if m.strip()]
     bad = [m for m in modes if m not in MODES]
-    if bad or not modes:
-        raise ConfigError(f"--peers {peers!r}: {bad[0] if bad else 'empty'!r} not allowed; allowed: a comma list of "
-                          f"{', '.join(MODES)}")
-    return {"collectives": [f"alltoall_{m}" for m in dict.fromkeys(modes)],
-            "peer_plan": to_spec(grid.nodes, grid.ppn, list(dict.fromkeys(modes)), inflight)}
+    allowed = f"allowed: a comma list of {', '.join(MODES)}, each once"
+    if not modes:
+        raise ConfigError(f"--peers {peers!r}: names no peer group; {allowed}")
+    if bad:
+        raise ConfigError(f"--peers {peers!r}: {bad[0]!r} not allowed; {allowed}")
+    repeat = values.first_repeat(modes)
+    if repeat is not None:  # -c refuses a collective twice; a group twice was dropped without a word
+        raise ConfigError(f"--peers {peers!r}: {modes[repeat[0]]!r} is listed twice; {allowed}")
+    return {"collectives": [f"alltoall_{m}" for m in modes], "peer_plan": to_spec(grid.nodes, grid.ppn, modes, inflight)}
 
 
 BENCH_SIZE_FLAGS = {"min_bytes": "-b/--min-bytes", "max_bytes": "-e/--max-bytes", "factor": "-f/--factor",
