@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Optional, Sequence
 
 from envmatrix.config.resolve import SweepInput
-from envmatrix.errors import PlanError
+from envmatrix.errors import ConfigError, PlanError
 
 
 def with_flags(inp: SweepInput, flags: Sequence[str]) -> SweepInput:
@@ -73,6 +73,31 @@ def _emulated_cluster(inp: SweepInput) -> Any:
     return None
 
 
+def check_payload_fits_timeout(inp: SweepInput, conditions: Sequence[Any]) -> None:
+    """A rate too low for the probe's own payload to cross within its timeout is refused before anything runs: the
+    run would only time out (measured: rate=1kbit, nothing but a timeout after the probe's whole deadline), and the
+    failure would read as the setup's. The least time is the physics floor of every bench size and collective,
+    warm-up and iterations included, on each grid."""
+    from envmatrix.judgement.physics import floor_s, hosts_crossing
+
+    bench = inp.probe.params.get("bench") or {}
+    timeout_s = inp.probe.params.get("timeout_s")
+    if not bench.get("sizes") or not timeout_s:
+        return
+    rounds = int(bench.get("iters") or 1) + int(bench.get("warmup") or 0)
+    for condition in (c for c in conditions if c.rate_bps is not None):
+        for grid in inp.grids:
+            hosts = hosts_crossing(grid.label)
+            least_s = rounds * sum(floor_s(pattern, size, hosts, condition.rate_bps) or 0.0
+                                   for pattern in bench.get("collectives") or [] for size in bench["sizes"])
+            if least_s > float(timeout_s):
+                raise ConfigError(
+                    f"network {condition.name} ({condition.describe()}): the bench on {grid.label} needs at least "
+                    f"{least_s:.0f} s at this rate (S/R of every size and collective, {rounds} rounds) but the probe's "
+                    f"timeout is {float(timeout_s):g} s; allowed: a faster rate, smaller sizes (-e / max_bytes), fewer "
+                    "iterations (-n, -w) or a longer timeout (--timeout / probe.timeout_s)")
+
+
 def plan_shaping(inp: SweepInput, launcher: Any, pins: Any = None, gpus: int = 0) -> Optional[ShapingPlan]:
     """None without a shaped condition; else how to shape, after the checks that can run before any launch
     (``pins`` and ``gpus``: what the preflight hold on real hosts is launched with)."""
@@ -83,6 +108,7 @@ def plan_shaping(inp: SweepInput, launcher: Any, pins: Any = None, gpus: int = 0
     from envmatrix.engine.network import check_links, launcher_shaper, link_shaper, seat_links
 
     options = inp.network_options or NetworkOptions()
+    check_payload_fits_timeout(inp, conditions)
     hosts = list(launcher.node_hosts(os.environ))
     names = ", ".join(c.name for c in conditions)
     if not hosts and launcher.host_namespaces:  # the session makes a namespace per host: their links, once they exist
