@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import sys
 import time
@@ -111,3 +112,23 @@ def test_bisect_failing_names_a_reused_cell_by_the_sweeps_setup(cli, tmp_path):
     done = cli.run("bisect", conf, "--out", out, "--failing", "1x1", "--setup", "bad", "--allow-unknown-vars")
     assert done.returncode == 1 and "bisect: bad on 1x1" in done.stdout, done.stdout + done.stderr
     assert (tmp_path / "o" / "bisect_bad_1x1.md").exists()
+
+
+@pytest.mark.slow
+def test_bisect_failing_under_another_probe_uses_no_stored_cell_as_a_probe(cli, tmp_path):
+    # The sweep's cells were free probes whatever this bisect measured: under a --probe-cmd that passes, the sweep's
+    # failing cell stood for the env's failure while every launched probe passed, and bisect named all atoms of
+    # 'bad' one proven interacting culprit, exit 1.
+    conf = _two_setups_conf(tmp_path / "c.yaml", "  bad2: {ENVMATRIX_QA: bad, ENVMATRIX_QB: x}")
+    out = str(tmp_path / "o")
+    assert cli.run("sweep", conf, "grids=[1x1]", "--out", out, "--allow-unknown-vars").returncode == 1
+    done = cli.run("bisect", conf, "--out", out, "--failing", "1x1", "--setup", "bad2", "--allow-unknown-vars",
+                   "--probe-cmd", f"{sys.executable} -c pass", "--json", str(tmp_path / "r.json"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    (report,) = json.loads((tmp_path / "r.json").read_text())
+    assert report["culprits"] == [] and report["free_probes"] == 0 and report["probes_launched"] == 1
+    # the sweep's own probe: its cells are free probes
+    done = cli.run("bisect", conf, "--out", out, "--failing", "1x1", "--setup", "bad2", "--allow-unknown-vars",
+                   "--json", str(tmp_path / "r.json"))
+    (report,) = json.loads((tmp_path / "r.json").read_text())
+    assert done.returncode == 1 and report["culprits"] == [["ENVMATRIX_QA=bad"]] and report["free_probes"] >= 2

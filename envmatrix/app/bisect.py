@@ -194,7 +194,7 @@ def bisect_envs(request: BisectRequest, given: BisectInput, events: BisectEvents
             def show(label: str, result: Any, fresh: bool = True, _target: str = f"{name} {grid.label}") -> None:
                 events.probe(_target, label, result, bool(fresh))
 
-            stored = [r for r in last_cells if r.grid == grid.label]
+            stored = [r for r in last_cells if r.grid == grid.label and measured_alike(ctx.session, r, grid)]
             report = bisect_env(ctx, name, atoms, given.baseline, request.repeats, not request.no_repair, catalog,
                                 on_probe=show, max_probes=request.max_probes, stored=stored)
             reports.append(report)
@@ -253,6 +253,16 @@ def last_sweep(request: BisectRequest, run_dir: str, store: Any) -> tuple[str, l
     for cell in cells:
         cell.setup = setups.get(cell.run_key, cell.setup)
     return last["id"], cells
+
+
+def measured_alike(session: Any, cell: Any, grid: Any) -> bool:
+    """A sweep's cell is a free probe only when this bisect would launch that very run for its env: under another
+    probe (--probe-cmd, probe.* overrides), backend or launcher it is another measurement."""
+    from envmatrix.engine.trial import plan_trial
+    from envmatrix.env.atoms import Atom, Setup
+
+    setup = Setup(cell.setup_name, tuple(Atom.from_json(a) for a in cell.setup.get("atoms", [])))
+    return plan_trial(session, setup, grid).key == cell.run_key
 
 
 def failing_targets(request: BisectRequest, run_dir: str, sweep_id: str, latest: list) -> list[tuple[str, Any, list]]:
