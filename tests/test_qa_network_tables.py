@@ -62,3 +62,21 @@ def test_a_rate_above_what_the_box_reaches_unshaped_is_flagged_box_limited():
     assert block.cell("b10g", block.columns[0]).check.verdict == physics.OK
     assert "| b40g | rate=40gbit | 41.4 ms (S/R 13.4) *box-limited* |" in conditions_markdown(results)
     assert not physics.check(0.0414, 0.0134).flagged  # without an unshaped run there is nothing to compare
+
+
+def test_bench_console_names_the_condition_above_each_runs_tables():
+    # `bench --network default --network b2g:rate=2gbit` printed two identical-looking p2p tables one after the
+    # other, neither saying which condition it measured (only the markdown files' titles did)
+    from types import SimpleNamespace
+
+    from rich.console import Console
+
+    from envmatrix.cli.bench import print_bench
+
+    console = Console(record=True, width=200)
+    for name, value, rate in (("default", "unshaped", None), ("b2g", "rate=2gbit", 2 * 10**9)):
+        result = _result(name, value, rate, "2x1", [dict(_row("p2p", MIB, 0.004), algbw_gbps=0.26, busbw_gbps=0.26)])
+        print_bench(console, SimpleNamespace(result=result, report=f"bench_{name}.md"))
+    text = console.export_text()
+    assert text.index("network default (unshaped)") < text.index("bench_default.md") < text.index(
+        "network b2g (rate=2gbit)") < text.index("bench_b2g.md")

@@ -127,6 +127,8 @@ def print_bench(console: Any, run: Any) -> None:
                                                   shared_gpu_note, timing_label)
 
     result = run.result
+    if result.network:  # --network prints one run's tables after another's: say whose figures these are
+        console.print(f"network {result.condition_name} ({result.condition_value})", markup=False)
     for collective in dict.fromkeys(m["collective"] for m in result.metrics):
         console.print(right_aligned_table(collective_title(result.metrics, collective), NCCL_TESTS_COLUMNS, nccl_tests_rows(result.metrics, collective)))
     if result.metrics:
