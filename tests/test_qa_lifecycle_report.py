@@ -38,3 +38,32 @@ def test_html_recommended_env_sources_like_the_markdown_one(cli, tmp_path):
     assert html_lines == md_lines
     assert _sourced_path(html_lines) == "/opt/good/lib:/opt/hwloc/lib:/base"
     assert_no_processes(cli.marker)
+
+
+@pytest.mark.slow
+def test_a_sweep_cell_reused_from_a_bisect_probe_is_a_cell_of_every_report(cli, tmp_path):
+    # A sweep reuses a stored run of the same env, and a bisect's probe row keeps the bisect's sweep_id, which
+    # reports leave out as "not a cell": diff of that run dir said "no sweep or bench results there" (exit 2), and
+    # report.html and a later sweep's matrix.md lacked the cell.
+    import json
+    import sys
+
+    from conftest import write_conf
+
+    probe = f"[{sys.executable}, -c, \"import os, sys; sys.exit(os.environ.get('ENVMATRIX_QA') == 'bad')\"]"
+    conf = write_conf(tmp_path / "c.yaml", f"name: adopt\nbackend: gloo\ngrids: [1x1]\nsetups:\n  mine: {{ENVMATRIX_QA: bad}}\n"
+                                           f"probe: {{name: command, timeout_s: 60, command: {probe}}}\n")
+    (tmp_path / "bad.env").write_text("export ENVMATRIX_QA=bad\n")
+    out = str(tmp_path / "o")
+    assert cli.run("bisect", f"conf={conf}", "--env-file", str(tmp_path / "bad.env"), "--grid", "1x1", "--out", out,
+                   "--allow-unknown-vars").returncode == 1
+    swept = cli.run("sweep", f"conf={conf}", "--out", out, "--allow-unknown-vars")
+    assert swept.returncode == 1 and "1 already in the store" in swept.stdout, swept.stdout + swept.stderr
+    diff = cli.run("diff", out, out, "--json")
+    assert diff.returncode == 0 and json.loads(diff.stdout)["cells_compared"] == 1, diff.stdout + diff.stderr
+    assert cli.run("report", out).returncode == 0 and "(mine)" in (tmp_path / "o" / "report.html").read_text()
+    # a sweep of another setup only: its matrix.md shows the store's cells, 'mine' among them
+    later = cli.run("sweep", f"conf={conf}", "setups={other: {ENVMATRIX_QA: ok}}", "--out", out, "--allow-unknown-vars")
+    matrix = (tmp_path / "o" / "matrix.md").read_text()
+    assert later.returncode == 0 and "| grid | (other) | (mine) |" in matrix and "| 1x1 | 1 | 0 |" in matrix, matrix
+    assert_no_processes(cli.marker)

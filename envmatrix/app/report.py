@@ -47,6 +47,23 @@ def whole_store(runs: list, results: list[ProbeResult], stored: list[ProbeResult
     return runs + [run for run, _ in extra.values()], results + [r for _, r in extra.values()]
 
 
+def stored_cells(store: Any) -> list[ProbeResult]:
+    """The store's newest attempt of every run, each run a sweep found in the store as a bisect's or search's
+    probe (the same measurement, stored under that command's sweep_id and setup name: not a cell) adopted as that
+    sweep's cell under the sweep's own setup name, as the sweep reported it."""
+    owner: dict[str, tuple[str, Optional[dict]]] = {}
+    for sweep in store.sweeps():  # oldest first: the sweep that last listed a run names it
+        setups = sweep["config"].get("setups") or {}
+        for key in sweep["config"].get("runs") or ():
+            owner[key] = (sweep["id"], setups.get(key))
+    results = store.latest()
+    for result in results:
+        if result.run_key in owner and not cell_results([result]):
+            result.sweep_id, setup = owner[result.run_key]
+            result.setup = setup or result.setup
+    return results
+
+
 def load_results(run_dir: str, where: str = "report") -> list[ProbeResult]:
     """Newest attempt of every stored run: results.sqlite, else the results.json a sweep writes next to it."""
     from envmatrix.engine.session import open_store_at
@@ -60,7 +77,7 @@ def load_results(run_dir: str, where: str = "report") -> list[ProbeResult]:
         store_path, json_path = os.path.join(run_dir, "results.sqlite"), os.path.join(run_dir, "results.json")
     if os.path.isfile(store_path):
         with open_store_at(store_path) as store:
-            return store.latest()
+            return stored_cells(store)
     if json_path and os.path.isfile(json_path):
         with open(json_path) as fh:
             try:

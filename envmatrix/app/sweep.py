@@ -19,7 +19,7 @@ from envmatrix.app.inputs import allows_ignored, check_probe_runs, prepare
 from envmatrix.app.network_axis import (plan_shaping, shaping_missed, shaping_session, with_flags, with_shaping_missed,
                                         write_condition_tables)
 from envmatrix.app.outputs import RunOutputs, write_run_outputs
-from envmatrix.app.report import whole_store
+from envmatrix.app.report import stored_cells, whole_store
 from envmatrix.config.resolve import SweepInput
 from envmatrix.engine import Session, TrialProgress, open_session, run_trials
 from envmatrix.engine.trial import Listener, trial_workdir
@@ -135,7 +135,7 @@ def sweep(request: SweepRequest, listener: Optional[Listener] = None,
             preload_renderer(with_figures=bool(inp.probe.params.get("bench")))
             session = shaping_session(session, shaping)
             _, results = run_sweep(inp, session, runs, rerun=request.rerun, listener=listener)
-            stored = session.store.latest()
+            stored = stored_cells(session.store)
     finally:
         if pool is not None:
             pool.close()
