@@ -62,6 +62,10 @@ def test_a_sweep_cell_reused_from_a_bisect_probe_is_a_cell_of_every_report(cli, 
     diff = cli.run("diff", out, out, "--json")
     assert diff.returncode == 0 and json.loads(diff.stdout)["cells_compared"] == 1, diff.stdout + diff.stderr
     assert cli.run("report", out).returncode == 0 and "(mine)" in (tmp_path / "o" / "report.html").read_text()
+    (tmp_path / "o" / "report.html").unlink()  # the bisect's closing page draws the cell too
+    assert cli.run("bisect", f"conf={conf}", "--env-file", str(tmp_path / "bad.env"), "--grid", "1x1", "--out", out,
+                   "--allow-unknown-vars").returncode == 1
+    assert "(mine)" in (tmp_path / "o" / "report.html").read_text()
     # a sweep of another setup only: its matrix.md shows the store's cells, 'mine' among them
     later = cli.run("sweep", f"conf={conf}", "setups={other: {ENVMATRIX_QA: ok}}", "--out", out, "--allow-unknown-vars")
     matrix = (tmp_path / "o" / "matrix.md").read_text()

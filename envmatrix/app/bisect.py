@@ -16,6 +16,7 @@ from typing import Any, Callable, NamedTuple, Optional
 from envmatrix import paths as em_paths
 from envmatrix.app.inputs import Prepared, allows_ignored, check_probe_runs, named_setup, prepare
 from envmatrix.app.outputs import RunOutputs, write_run_outputs
+from envmatrix.app.report import stored_cells
 from envmatrix import values
 from envmatrix.errors import EXIT_FAILURES, EXIT_INCONCLUSIVE, EXIT_OK, ConfigError, did_you_mean
 
@@ -206,8 +207,8 @@ def bisect_envs(request: BisectRequest, given: BisectInput, events: BisectEvents
                 json.dump(report.to_json(), fh, indent=1)
             events.report(markdown, path)
         ids = {f"bisect-{name}-{grid.label}" for name, grid, _ in targets}
-        stored = store.latest()
-        probed = [r for r in stored if r.sweep_id in ids]
+        probed = [r for r in store.latest() if r.sweep_id in ids]
+        stored = stored_cells(store)  # the page's cells, as `envmatrix report` reads them
     if request.json:
         em_paths.make_parent(request.json)
         with open(request.json, "w") as fh:

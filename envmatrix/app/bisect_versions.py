@@ -10,6 +10,7 @@ from typing import Any
 
 from envmatrix import paths as em_paths
 from envmatrix.app.outputs import RunOutputs, write_run_outputs
+from envmatrix.app.report import stored_cells
 from envmatrix.errors import ConfigError
 
 
@@ -66,7 +67,7 @@ def bisect_versions(request: Any, given: Any, events: Any) -> VersionBisectResul
             return "skip" if result.outcome in ("unresolved", "launch_error") else "bad"
 
         verdict = bisect_builds(versions, test)
-        stored = session.store.latest()
+        stored = stored_cells(session.store)
     if request.json:
         em_paths.make_parent(request.json)
         with open(request.json, "w") as fh:
