@@ -15,7 +15,7 @@ from envmatrix.network.conditions import Condition, parse_condition, parse_netwo
     ("rate=1Gbit", 10**9, 0.0, 0.0, 0.0, False, "rate=1gbit"),
     ("rate=200mbit", 2 * 10**8, 0.0, 0.0, 0.0, False, "rate=200mbit"),
     ("rate=2.5gbit", 25 * 10**8, 0.0, 0.0, 0.0, False, "rate=2500mbit"),
-    ("rate=8bit", 8, 0.0, 0.0, 0.0, False, "rate=8bit"),
+    ("rate=64bit", 64, 0.0, 0.0, 0.0, False, "rate=64bit"),
     ("delay=500us", None, 0.0005, 0.0, 0.0, False, "delay=500us"),
     ("delay=0.5s", None, 0.5, 0.0, 0.0, False, "delay=500ms"),
     ("loss=1", None, 0.0, 0.0, 1.0, False, "loss=1%"),

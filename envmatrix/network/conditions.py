@@ -23,7 +23,9 @@ EFFECTIVE_KEYS = ("rate", "delay", "loss")  # the keys that make a condition do 
 # as bytes per second and tcconfig as bits, so either reading would surprise half the users.
 _RATE_UNITS = {"bit": 1, "kbit": 10**3, "mbit": 10**6, "gbit": 10**9, "tbit": 10**12}
 _TIME_UNITS = {"us": 1e-6, "ms": 1e-3, "s": 1.0}
-MIN_RATE_BPS = 8  # tcconfig's floor: below one byte per second the kernel's rate tables are meaningless
+# htb's rate table holds u32 scheduler ticks per packet size up to 2 KiB: below 8 bytes per second they overflow
+# (rate=8bit was accepted, then pyroute2 raised struct.error with a traceback, exit 1, a store written)
+MIN_RATE_BPS = 64
 MAX_RATE_BPS = 10**12  # 1 tbit: above any NIC these conditions emulate
 MAX_TIME_S = 10.0  # a delay or jitter beyond this stalls every collective into its timeout
 _NUMBER = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?|\.[0-9]+)\s*([A-Za-z%]*)\s*$")
@@ -202,7 +204,7 @@ def _number(value: Any, where: str, units: Mapping[str, float], example: str, ba
 def _rate(value: Any, where: str) -> int:
     bps = _number(value, where, _RATE_UNITS, "2gbit")
     if not MIN_RATE_BPS <= bps <= MAX_RATE_BPS:
-        raise ConfigError(f"{where}={value!r}: out of range; allowed: 8bit to 1tbit")
+        raise ConfigError(f"{where}={value!r}: out of range; allowed: {format_rate(MIN_RATE_BPS)} to 1tbit")
     return int(round(bps))
 
 
