@@ -132,3 +132,18 @@ def test_bisect_failing_under_another_probe_uses_no_stored_cell_as_a_probe(cli, 
                    "--json", str(tmp_path / "r.json"))
     (report,) = json.loads((tmp_path / "r.json").read_text())
     assert done.returncode == 1 and report["culprits"] == [["ENVMATRIX_QA=bad"]] and report["free_probes"] >= 2
+
+
+@pytest.mark.slow
+def test_bisect_failing_names_setups_as_the_resumed_sweep_does(cli, tmp_path):
+    # A setup renamed (same env: the same runs, so the same sweep id) and the sweep resumed: the sweep's record
+    # kept the first run's config, so --failing knew the setup by its old name only.
+    out = str(tmp_path / "o")
+    assert cli.run("sweep", _two_setups_conf(tmp_path / "c.yaml"), "grids=[1x1]", "--out", out,
+                   "--allow-unknown-vars").returncode == 1
+    renamed = tmp_path / "c.yaml"
+    renamed.write_text((tmp_path / "c.yaml").read_text().replace("  bad:", "  worse:"))
+    again = cli.run("sweep", f"conf={renamed}", "grids=[1x1]", "--out", out, "--allow-unknown-vars")
+    assert again.returncode == 1 and "2 already in the store" in again.stdout, again.stdout + again.stderr
+    done = cli.run("bisect", f"conf={renamed}", "--out", out, "--failing", "1x1", "--setup", "worse", "--allow-unknown-vars")
+    assert done.returncode == 1 and "bisect: worse on 1x1" in done.stdout, done.stdout + done.stderr

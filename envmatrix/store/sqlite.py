@@ -170,9 +170,10 @@ class SqliteStore(ResultStore):
 
     def open_sweep(self, sweep_id: str, config: dict[str, Any]) -> None:
         self.db.execute(
-            # a sweep resumed or rerun is the newest again (bisect --failing reads "the last sweep")
+            # a sweep resumed or rerun is the newest again (bisect --failing reads "the last sweep"), as last
+            # configured (its id hashes the runs, not the setups' names)
             "INSERT INTO sweeps (id, created, config_json) VALUES (?, ?, ?)"
-            " ON CONFLICT (id) DO UPDATE SET created = excluded.created",
+            " ON CONFLICT (id) DO UPDATE SET created = excluded.created, config_json = excluded.config_json",
             (sweep_id, time.time(), json.dumps(config, sort_keys=True, default=str)),
         )
 
