@@ -26,6 +26,7 @@ _VAR_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _INTERPOLATION = re.compile(r"\$\{[^}]*\}?")
 # A host name, IPv4 or IPv6 address as launchers pass it on (mpirun -H, srun -w, ssh): never a leading '-' (an option)
 _HOST = re.compile(r"(?!-)[A-Za-z0-9_.:%\[\]-]{1,253}\Z")
+_HOST_SLOTS = re.compile(r"[^:]+:\d+\Z")  # one colon, digits after it: an IPv6 address has two or more
 _PLAIN = (str, int, float, bool, type(None))
 
 
@@ -212,6 +213,9 @@ def host(key: str, value: Any) -> str:
     if not isinstance(value, str) or not _HOST.match(value):
         raise _fail(key, value, "is not a host name", "letters, digits and _ . : % [ ] - not starting with '-' (e.g. node01, "
                     "10.0.0.5, fe80::1)")
+    if _HOST_SLOTS.match(value):  # mpirun got --host node0:2:1 and the ranks MASTER_ADDR=node0:2: a hang, not an error
+        raise _fail(key, value, "is HOST:SLOTS, not a host", "the host alone (ranks per host come from the grid's ppn; "
+                    "HOST:N belongs in a hostfile)")
     return value
 
 

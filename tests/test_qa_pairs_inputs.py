@@ -18,6 +18,11 @@ import pytest
     # --peers: a group twice ran once without a word (-c refuses a collective twice); empty said "'empty' not allowed"
     (["--grid", "2x2", "--peers", "rail,rail"], "--peers 'rail,rail': 'rail' is listed twice"),
     (["--grid", "2x2", "--peers", ","], "--peers ',': names no peer group"),
+    # host lists: HOST:SLOTS in hosts: passed as a host (mpirun --host node0:2:1, MASTER_ADDR=node0:2: the ranks hung
+    # until the probe timeout); one host said "no hosts"; a grid beyond the hosts was refused after the run directory
+    (["launcher=mpirun", "hosts=[node0:2,node1:2]", "--pairs", "hosts"], "'node0:2' is HOST:SLOTS, not a host"),
+    (["launcher=mpirun", "hosts=[node0]", "--pairs", "hosts"], "hosts: [node0] is one host; allowed: 2 or more"),
+    (["launcher=mpirun", "hosts=[ha,hb]", "--pairs", "hosts", "--grid", "3x1"], "3x1 needs 3 hosts but 2 are given"),
     # refused after the run directory was made, under the probe's key ('bench --pairs.bench.iters')
     (["--pairs", "hosts", "--grid", "2x1", "-n", "0"], "-n/--iters: 0 is out of range"),
     (["--pairs", "hosts", "--grid", "2x1", "-w", "-1"], "-w/--warmup: -1 is out of range"),

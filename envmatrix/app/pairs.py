@@ -149,15 +149,22 @@ class Steps:
             self.listener(event, whole, result)
 
 
+def _check_fits(inp: Any, gpus: int) -> Any:
+    """The launcher of ``inp``, once its grids fit where it puts the ranks (ConfigError otherwise)."""
+    from envmatrix.config.resolve import check_grids_fit
+
+    launcher = inp.make_launcher()
+    check_grids_fit(list(inp.grids), inp.backend, gpus, int(inp.config.get("max_local_ranks", 16)), launcher)
+    return launcher
+
+
 def _run_one(inp: Any, store: Any, run_dir: str, pins: Any, gpus: int, request: PairsRequest, listener: Any,
              probe_for: Optional[Callable[[Any], Any]] = None) -> tuple:
     """``probe_for(session)``: the probe made once the session exists (what it needs to know of the session's hosts)."""
     from envmatrix.app.sweep import plan_sweep, run_sweep
-    from envmatrix.config.resolve import check_grids_fit
     from envmatrix.engine import open_session
 
-    launcher = inp.make_launcher()
-    check_grids_fit(list(inp.grids), inp.backend, gpus, int(inp.config.get("max_local_ranks", 16)), launcher)
+    launcher = _check_fits(inp, gpus)
     with open_session(inp, run_dir, pins, gpus, pool=True, launcher=launcher, store=store) as session:
         if probe_for is not None:
             inp = dataclasses.replace(inp, probe=probe_for(session))
@@ -283,6 +290,9 @@ def _host_grid(base: Any, request: PairsRequest) -> Grid:
         return grid
     if len(hosts) >= 2:
         return Grid(len(hosts), 1)
+    if hosts:
+        raise ConfigError(f"--pairs hosts: hosts: [{hosts[0]}] is one host; allowed: 2 or more hosts (a pair needs "
+                          "two), or --grid Nx1 for N emulated hosts here")
     raise ConfigError("--pairs hosts: no hosts; allowed: a config with hosts: [a, b, ...] (2 or more), "
                       "or --grid Nx1 for N emulated hosts here")
 
@@ -297,13 +307,14 @@ def _host_pairs(request: PairsRequest, listener: Any) -> PairsResult:
     rounds = host_pair_rounds(grid.nodes)
     setup = _setups(base, request, catalog)[0]
     base = dataclasses.replace(base, name="pairs-hosts", grids=(grid,), setups=(setup,))
+    _check_fits(base, len(gpus))  # --grid 6x1 on 5 hosts: refused before the run directory exists
     run_dir = em_paths.run_dir(request.out, "bench")
     listener = Steps(listener, 1 + len(rounds))
     with exclusive(os.path.join(run_dir, em_paths.STORE_FILE), request.command_line), open_store_at(run_dir) as store:
         inp = dataclasses.replace(base, probe=_bench_probe(base, request, ["pair_uni", "pair_latency"], rounds,
                                                            large, small))
         p2p, _ = _run_one(inp, store, run_dir, pins, len(gpus), request, listener)
-        configured = [str(h).split(":")[0] for h in base.config.get("hosts") or []]
+        configured = [str(h) for h in base.config.get("hosts") or []]  # "fe80::1" was "fe80"
         hosts = host_labels(p2p, configured, grid.nodes)
         # where each rank's tools reach its partner: the hostname it reported (real or namespace hosts resolve
         # it); with the local launcher every emulated host is this host
