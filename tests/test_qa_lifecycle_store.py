@@ -26,11 +26,10 @@ WAIT_FOR_RELEASE = ("import os, sys, time; bad = os.environ.get('ENVMATRIX_QA') 
                     "sys.exit(bad)")
 
 
-@pytest.mark.slow
-def test_bisect_failing_into_a_store_a_sweep_still_runs_is_refused(cli, tmp_path):
-    # --failing reads "the last sweep" of the store: while that sweep still ran, its first (passing) cell was all
-    # there was, and bisect said "nothing to bisect", exit 0, though the setup after it fails.
-    conf = write_conf(tmp_path / "c.yaml", f"""
+def _held_conf(cli, tmp_path):
+    """Setups ok and bad on 1x1; bad's probe runs until the test creates tmp_path/release."""
+    cli.env["QA_RELEASE"] = str(tmp_path / "release")
+    return write_conf(tmp_path / "c.yaml", f"""
 name: lifecycle
 backend: gloo
 grids: [1x1]
@@ -42,8 +41,14 @@ probe:
   timeout_s: 60
   command: [{sys.executable}, -c, "{WAIT_FOR_RELEASE}"]
 """)
+
+
+@pytest.mark.slow
+def test_bisect_failing_into_a_store_a_sweep_still_runs_is_refused(cli, tmp_path):
+    # --failing reads "the last sweep" of the store: while that sweep still ran, its first (passing) cell was all
+    # there was, and bisect said "nothing to bisect", exit 0, though the setup after it fails.
+    conf = _held_conf(cli, tmp_path)
     out = tmp_path / "o"
-    cli.env["QA_RELEASE"] = str(tmp_path / "release")  # the 'bad' setup's probe runs until the test says
     sweep = cli.popen("sweep", f"conf={conf}", "--out", str(out), "--allow-unknown-vars", "--jobs", "1")
     deadline = time.time() + 120
     while time.time() < deadline and _count(out / "results.sqlite") < 1:
@@ -147,3 +152,25 @@ def test_bisect_failing_names_setups_as_the_resumed_sweep_does(cli, tmp_path):
     assert again.returncode == 1 and "2 already in the store" in again.stdout, again.stdout + again.stderr
     done = cli.run("bisect", f"conf={renamed}", "--out", out, "--failing", "1x1", "--setup", "worse", "--allow-unknown-vars")
     assert done.returncode == 1 and "bisect: worse on 1x1" in done.stdout, done.stdout + done.stderr
+
+
+@pytest.mark.slow
+def test_host_bisect_into_a_store_a_sweep_still_runs_is_refused(cli, tmp_path):
+    # bisect --hosts ran its rounds and stored them beside the cells of a sweep still running into the store, where
+    # sweep, bench and env bisect are refused.
+    conf = _held_conf(cli, tmp_path)
+    out = tmp_path / "o"
+    sweep = cli.popen("sweep", f"conf={conf}", "--out", str(out), "--allow-unknown-vars", "--jobs", "1")
+    deadline = time.time() + 120
+    while time.time() < deadline and _count(out / "results.sqlite") < 1:
+        time.sleep(0.05)
+    (tmp_path / "hosts.txt").write_text("localhost\n127.0.0.1\n")  # loopback only: never reached with the lock
+    hosts = cli.run("bisect", "--hosts", str(tmp_path / "hosts.txt"), "launcher=mpirun", "backend=gloo", "--grid", "1x1",
+                    "--out", str(out), "probe.timeout_s=10")
+    assert sweep.poll() is None, "the sweep should still be running its second setup"
+    (tmp_path / "release").touch()
+    assert hosts.returncode == 2 and f"in use by envmatrix pid {sweep.pid}" in hosts.stderr, hosts.stdout + hosts.stderr
+    sweep.communicate(timeout=120)
+    with sqlite3.connect(out / "results.sqlite") as db:
+        assert db.execute("SELECT COUNT(*) FROM results WHERE sweep_id LIKE 'hosts-%'").fetchone()[0] == 0
+    assert_no_processes(cli.marker)

@@ -80,7 +80,7 @@ def bisect_hosts(request: Any, given: Any, events: Any) -> HostBisectOutcome:
     elif point is None:
         events.warn("bisect --hosts: the probe measures no bandwidth (probe.bench unset): hosts are judged by their failures "
                     "only; set probe.bench (e.g. probe.bench.max_bytes=1M) to find slow hosts")
-    result = run_host_bisect(inp, hosts, ppn, setup, run_dir, pins, len(gpus), events.host_round)
+    result = run_host_bisect(inp, hosts, ppn, setup, run_dir, pins, len(gpus), events.host_round, request.command_line)
     if baseline is not None:
         result = against_baseline(result, baseline)
     hostfile, report = write_outputs(result, run_dir, slots)
@@ -192,7 +192,9 @@ def verdict_of(result: ProbeResult) -> str:
 
 
 def run_host_bisect(inp: Any, hosts: list[str], ppn: int, setup: Any, run_dir: str, pins: Mapping[str, str], gpus: int,
-                    on_run: Optional[Callable[[Evidence, ProbeResult], None]] = None) -> HostBisectResult:
+                    on_run: Optional[Callable[[Evidence, ProbeResult], None]] = None,
+                    lock_for: Optional[str] = None) -> HostBisectResult:
+    """``lock_for``: the command line that holds the run directory's store (as sweep and env bisect do)."""
     from envmatrix.engine.session import open_session
     from envmatrix.engine.trial import plan_trial, run_at_once
     from envmatrix.launchers import configure_launcher
@@ -202,7 +204,7 @@ def run_host_bisect(inp: Any, hosts: list[str], ppn: int, setup: Any, run_dir: s
         raise ConfigError(f"bisect --hosts: launcher={inp.launcher} runs on this host only; allowed: launcher={', '.join(HOST_LAUNCHERS)}")
     sweep_id = f"hosts-{inp.name}-{time.strftime('%Y%m%dT%H%M%S')}"
     point = measured_point(inp.probe)
-    with open_session(inp, run_dir, pins, gpus, sweep_id=sweep_id) as session:
+    with open_session(inp, run_dir, pins, gpus, sweep_id=sweep_id, lock_for=lock_for) as session:
         session.store.open_sweep(sweep_id, {"config": inp.config, "conf_file": str(inp.conf_file), "hosts": hosts, "ppn": ppn})
         base = session.under(judge=lambda result: judge(result, inp.expectations))
 
