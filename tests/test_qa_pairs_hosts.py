@@ -1,5 +1,6 @@
 """``bench --pairs hosts`` from a user's side (QA pass): odd host counts, one slow host among 3, bad inputs."""
 
+import re
 import shutil
 
 import pytest
@@ -73,3 +74,24 @@ def test_host_pairs_in_local_namespaces_reach_each_other_with_iperf3(cli, tmp_pa
     rows = _table((out / "pairs_hosts.md").read_text())
     assert len(rows) == 6 and all(float(r[7]) > 0 for r in rows), rows  # the iperf3 column: a figure per pair
     assert_no_processes(cli.marker)
+
+
+def test_the_two_host_heatmaps_of_a_run_say_which_way_they_read():
+    # report.html (row: sender) and pairs_hosts.html (row: receiver) are transposes of each other; report.html's
+    # title did not say so, and 0.33 GB/s node1 -> node2 read as node2 -> node1 there
+    from envmatrix.app.pairs import _host_heatmap
+    from envmatrix.reporting.pairs_tables import HostPairRow, report_heatmaps
+    from envmatrix.results import ProbeResult, RankResult
+
+    uni = [{"collective": "pair_uni", "pair": [s, r], "size_bytes": 1 << 20, "time_us": t, "algbw_gbps": (1 << 20) / t / 1e3,
+            "busbw_gbps": (1 << 20) / t / 1e3, "round": 0} for (s, r), t in {(1, 2): 3178.9, (2, 1): 293.0}.items()]
+    result = ProbeResult("h", {"name": "env"}, "3x1", {}, "gloo", "local", "pass", metrics=uni,
+                         ranks=[RankResult(i, hostname=f"node{i}") for i in range(3)])
+    (page,) = report_heatmaps([result])
+    assert "(row sends to column)" in page
+    assert re.search(r"<th>node1</th><td[^>]*>-<br>.*?</td><td[^>]*>X</td><td[^>]*>0\.33<", page), page  # row node1 sent the slow way
+    rows = [HostPairRow("node2", "node1", 0, None, "-", 3.18, 0.33, "-", ""),
+            HostPairRow("node1", "node2", 0, None, "-", 0.29, 3.58, "-", "")]
+    mine = _host_heatmap(rows, ["node0", "node1", "node2"])
+    assert "(row receives from column)" in mine
+    assert re.search(r"<th>node2</th><td[^>]*>-<br>.*?</td><td[^>]*>0\.33<", mine), mine

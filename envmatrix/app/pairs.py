@@ -271,7 +271,7 @@ def _gpu_heatmaps(matrices: list[GpuMatrix], gpus: list[int]) -> str:
     labels = [f"GPU{g}" for g in gpus]
     for m in matrices:
         notes = {p: f"{c.link or '?'} {c.transport or '?'}" for p, c in m.cells.items()}
-        parts.append(heatmap_html(f"{m.setup}: one way GB/s", labels,
+        parts.append(heatmap_html(f"{m.setup}: one way GB/s (row sends to column)", labels,
                                   {p: c.uni_gbps for p, c in m.cells.items()}, notes))
         parts.append(heatmap_html(f"{m.setup}: latency us", labels, {p: c.latency_us for p, c in m.cells.items()},
                                   notes, unit="us", higher_is_better=False))

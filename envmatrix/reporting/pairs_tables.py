@@ -250,6 +250,8 @@ def report_heatmaps(results: Sequence[Any]) -> list[str]:
         labels = ([f"GPU{i}" for i in range(world)] if gpus
                   else hosts if len(set(hosts)) == world else [f"node{i}" for i in range(world)])  # emulated: one name
         links = parse_topo_matrix((result.host or {}).get("topology") or "").links if gpus else {}
-        title = f"{result.setup_name} on {result.grid} ({result.backend}): one way GB/s at {format_size(largest)}"
+        # said: the run's own pairs_hosts.html has the receiver on the row (seed 000's order), this the sender
+        title = (f"{result.setup_name} on {result.grid} ({result.backend}): one way GB/s at {format_size(largest)} "
+                 "(row sends to column)")
         out.append(heatmap_html(title, labels, values, {p: links.get(p, "") for p in values}))
     return out
