@@ -95,3 +95,15 @@ def test_the_two_host_heatmaps_of_a_run_say_which_way_they_read():
     mine = _host_heatmap(rows, ["node0", "node1", "node2"])
     assert "(row receives from column)" in mine
     assert re.search(r"<th>node2</th><td[^>]*>-<br>.*?</td><td[^>]*>0\.33<", mine), mine
+
+
+def test_hosts_reporting_one_hostname_are_labelled_by_the_config_in_rank_order():
+    # containers sharing a hostname: the labels were node0.., so hosts [node3, node0, node4] named rank 0 (node3)
+    # "node0", and a slow node3 printed "exclude: node0", a healthy host
+    from envmatrix.app.pairs import host_labels
+    from envmatrix.results import ProbeResult, RankResult
+
+    result = ProbeResult("h", {"name": "env"}, "3x1", {}, "gloo", "mpirun", "pass",
+                         ranks=[RankResult(i, hostname="worker") for i in range(3)])
+    assert host_labels(result, ["node3", "node0", "node4"], 3) == ["node3", "node0", "node4"]
+    assert host_labels(result, [], 3) == ["node0", "node1", "node2"]  # emulated here: no config to name them

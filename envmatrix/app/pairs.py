@@ -388,11 +388,14 @@ def tool_status(net: list[ProbeResult], rounds: list, tool: str) -> dict[frozens
 
 
 def host_labels(p2p: ProbeResult, configured: list[str], n: int) -> list[str]:
-    """Each rank's host: its reported hostname, else the config's host; emulated hosts sharing one name get
-    node0.. (their place in the grid)."""
+    """Each rank's host: its reported hostname, else the config's host; hosts reporting one name (containers with
+    one hostname, emulated hosts) get the config's hosts in rank order, else node0.. (their place in the grid).
+    node0.. for configured hosts named the wrong ones: hosts [b, a] gave rank 0, host b, the label node0."""
     by_rank = {r.rank: r.hostname for r in p2p.ranks if r.hostname}
     names = [by_rank.get(r) or (configured[r] if r < len(configured) else f"node{r}") for r in range(n)]
-    return names if len(set(names)) == n else [f"node{r}" for r in range(n)]
+    if len(set(names)) == n:
+        return names
+    return configured[:n] if len(set(configured[:n])) == n else [f"node{r}" for r in range(n)]
 
 
 def host_pairs_markdown(rows: list, judgement: Optional[PairsJudgement], p2p: ProbeResult, large: int, small: int) -> str:
