@@ -71,3 +71,27 @@ def test_a_sweep_cell_reused_from_a_bisect_probe_is_a_cell_of_every_report(cli, 
     matrix = (tmp_path / "o" / "matrix.md").read_text()
     assert later.returncode == 0 and "| grid | (other) | (mine) |" in matrix and "| 1x1 | 1 | 0 |" in matrix, matrix
     assert_no_processes(cli.marker)
+
+
+def test_diff_of_a_cell_run_b_could_not_test_is_inconclusive_not_a_regression(cli, tmp_path):
+    # A command probe's exit 125 is 'cannot test' (unresolved, sweep exit 3): diff called pass -> unresolved a
+    # regression, exit 1, the upgrade gate failing on a cell it never measured in run B.
+    import json
+
+    from conftest import write_conf
+
+    def run(name: str, code: int) -> str:
+        conf = write_conf(tmp_path / f"{name}.yaml", f"name: {name}\nbackend: gloo\ngrids: [1x1]\nsetups:\n  s: {{}}\n"
+                                                     f"probe: {{name: command, timeout_s: 60, command: [/bin/sh, -c, 'exit {code}']}}\n")
+        out = str(tmp_path / name)
+        assert cli.run("sweep", f"conf={conf}", "--out", out).returncode == (0 if code == 0 else 3)
+        return out
+
+    before, after = run("before", 0), run("after", 125)
+    done = cli.run("diff", before, after, "--json")
+    assert done.returncode == 3, done.stdout + done.stderr
+    verdict = json.loads(done.stdout)
+    assert verdict["pass_to_fail"] == [] and verdict["untested"] == [["s", "1x1", "gloo"]] and verdict["inconclusive"]
+    text = cli.run("diff", before, after)
+    assert text.returncode == 3 and "run B could not test 1 (unresolved)" in text.stdout, text.stdout
+    assert cli.run("diff", after, before).returncode == 0  # run A never measured it: nothing was promised

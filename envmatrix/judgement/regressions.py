@@ -10,7 +10,7 @@ from typing import Any, Optional, Sequence
 
 from envmatrix.bench.aggregate import headline_bw, headline_rows
 from envmatrix.judgement.thresholds import parse_percent
-from envmatrix.results import ProbeResult
+from envmatrix.results import UNRESOLVED, ProbeResult
 
 CellKey = tuple[str, str, str]  # (setup, grid, backend)
 
@@ -54,6 +54,7 @@ class RunDiff:
     compared_cells: int = 0
     only_a: list[CellKey] = field(default_factory=list)
     only_b: list[CellKey] = field(default_factory=list)
+    untested: list[CellKey] = field(default_factory=list)  # run A's verdict, run B unresolved (exit 125: cannot test)
 
     @property
     def regressed(self) -> bool:
@@ -63,7 +64,7 @@ class RunDiff:
     def inconclusive(self) -> bool:
         """No regression seen, but a cell of the reference was not compared (run B lacks it: a smaller grid, a sweep
         killed before it, another run altogether): a gate cannot vouch for what it never compared."""
-        return not self.regressed and (self.compared_cells == 0 or bool(self.only_a))
+        return not self.regressed and (self.compared_cells == 0 or bool(self.only_a) or bool(self.untested))
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -78,6 +79,7 @@ class RunDiff:
             "busbw_points_compared": self.compared_points,
             "only_in_a": [list(k) for k in self.only_a],
             "only_in_b": [list(k) for k in self.only_b],
+            "untested": [list(k) for k in self.untested],
         }
 
 
@@ -107,6 +109,9 @@ def diff_runs(a: Sequence[ProbeResult], b: Sequence[ProbeResult], threshold_pct:
     for key, ra in cells_a.items():
         rb: Optional[ProbeResult] = cells_b.get(key)
         if rb is None:
+            continue
+        if rb.outcome == UNRESOLVED and ra.outcome != UNRESOLVED:  # run B could not test it: as a cell it lacks
+            out.untested.append(key)
             continue
         out.compared_cells += 1
         if ra.passed and not rb.passed:

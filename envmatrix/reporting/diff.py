@@ -21,7 +21,7 @@ def diff_text(d: RunDiff, run_a: str, run_b: str) -> str:
         lines.append(f"  fixed ({f.setup}) {f.grid} [{f.backend}]: {f.before} -> pass (was: {f.line})")
     for f in d.changed_failure:
         lines.append(f"  still failing ({f.setup}) {f.grid} [{f.backend}]: {f.before} -> {f.after}: {f.line}")
-    for label, keys in (("only in A", d.only_a), ("only in B", d.only_b)):
+    for label, keys in (("only in A", d.only_a), ("only in B", d.only_b), ("untested in B (exit 125)", d.untested)):
         if keys:
             lines.append(f"  {label}: " + ", ".join(f"({s}) {g} [{b}]" for s, g, b in keys))
     lines.append("verdict: " + _verdict(d))
@@ -31,8 +31,10 @@ def diff_text(d: RunDiff, run_a: str, run_b: str) -> str:
 def _verdict(d: RunDiff) -> str:
     if d.regressed:
         return "REGRESSED"
-    if d.compared_cells == 0:
+    if not d.inconclusive:
+        return "no regression"
+    if d.compared_cells == 0 and not d.untested:
         return "INCONCLUSIVE: no cell (setup, grid, backend) is in both runs"
-    if d.inconclusive:
-        return f"INCONCLUSIVE: no regression in the {d.compared_cells} cells compared, but {len(d.only_a)} of run A's are not in run B"
-    return "no regression"
+    why = ([f"{len(d.only_a)} of run A's are not in run B"] if d.only_a else []) + \
+        ([f"run B could not test {len(d.untested)} (unresolved)"] if d.untested else [])
+    return f"INCONCLUSIVE: no regression in the {d.compared_cells} cells compared, but {' and '.join(why)}"
