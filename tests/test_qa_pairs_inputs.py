@@ -4,6 +4,7 @@ naming it, exit 2, nothing written; never silently ignored, never refused after 
 import pytest
 
 
+@pytest.mark.slow  # a CLI start per row: 1 s idle, over 4 s on the loaded 2-core CI box
 @pytest.mark.parametrize("args,text", [
     # taken and ignored before (exit 0, a full host pair run)
     (["--pairs", "hosts", "--grid", "2x1", "--gpu-pairs", "0-1"], "--gpu-pairs 0-1: only with --pairs gpus"),
