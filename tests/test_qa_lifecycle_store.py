@@ -132,6 +132,7 @@ def test_bisect_failing_under_another_probe_uses_no_stored_cell_as_a_probe(cli, 
     assert done.returncode == 0, done.stdout + done.stderr
     (report,) = json.loads((tmp_path / "r.json").read_text())
     assert report["culprits"] == [] and report["free_probes"] == 0 and report["probes_launched"] == 1
+    assert "Original failure: none (the env passes)" in done.stdout, done.stdout  # it read 'pass: None'
     # the sweep's own probe: its cells are free probes
     done = cli.run("bisect", conf, "--out", out, "--failing", "1x1", "--setup", "bad2", "--allow-unknown-vars",
                    "--json", str(tmp_path / "r.json"))

@@ -35,8 +35,10 @@ def _split(report: BisectReport) -> str:
 def render_markdown(report: BisectReport) -> str:
     labels = report.labels()
     out = [f"# envmatrix bisect: {report.name} on {report.grid}", ""]
+    outcome = report.original.get("outcome")
+    original = "none (the env passes)" if outcome == "pass" else f"{outcome}: {report.original.get('line')}"
     out.append(
-        f"Original failure: {report.original.get('outcome')}: {report.original.get('line')}  \n"
+        f"Original failure: {original}  \n"
         f"Probes launched: {report.probes_launched}{_split(report)}; method: {report.method}; "
         f"answer proven complete: {'yes' if report.complete else 'no'}"
     )
