@@ -107,3 +107,22 @@ def test_hosts_reporting_one_hostname_are_labelled_by_the_config_in_rank_order()
                          ranks=[RankResult(i, hostname="worker") for i in range(3)])
     assert host_labels(result, ["node3", "node0", "node4"], 3) == ["node3", "node0", "node4"]
     assert host_labels(result, [], 3) == ["node0", "node1", "node2"]  # emulated here: no config to name them
+
+
+def test_the_driver_knows_each_bench_dtype_size():
+    from envmatrix.bench.sizes import DTYPE_BYTES
+    from envmatrix.probes.builtin import DTYPES
+
+    assert set(DTYPE_BYTES) == set(DTYPES)
+
+
+@pytest.mark.slow
+def test_sizes_off_the_dtype_grid_are_measured_and_shown(cli, tmp_path):
+    # a 10-byte float32 pair size: the ranks measured 8 bytes, the driver looked up 10: an empty table, exit 0
+    out = tmp_path / "odd"
+    done = cli.run("bench", "backend=gloo", "--pairs", "hosts", "--grid", "2x1", "--pair-size", "10", "--latency-size",
+                   "3", "-n", "2", "-w", "0", "--iperf-seconds", "1", "--out", str(out), timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    text = (out / "pairs_hosts.md").read_text()
+    assert len(_table(text)) == 2 and "one 8B message" in text and "a 4B ping-pong" in text, text
+    assert_no_processes(cli.marker)

@@ -100,11 +100,18 @@ def pairs(request: PairsRequest, listener: Any = None) -> PairsResult:
 
 
 def _sizes(request: PairsRequest) -> tuple[int, int]:
+    """The pair and latency sizes in whole elements of the dtype, as the ranks measure them (nccl-tests rounds
+    down too): a 10-byte float32 pair size was measured as 8 bytes and looked up as 10, an empty table, exit 0."""
+    from envmatrix.bench.sizes import DTYPE_BYTES, aligned_count
+
+    item = DTYPE_BYTES[request.dtype]
     large = parse_size(DEFAULT_PAIR_SIZE[request.kind] if request.pair_size is None else request.pair_size, "--pair-size")
     small = parse_size(request.latency_size, "--latency-size")
+    large, small = (aligned_count(size, item, 2, False) * item for size in (large, small))
     if small >= large:
-        raise ConfigError(f"--latency-size {request.latency_size}: not below --pair-size {format_size(large)}; "
-                          "allowed: a latency size smaller than the pair size")
+        raise ConfigError(f"--latency-size {request.latency_size}: not below --pair-size {format_size(large)} (in whole "
+                          f"{request.dtype} elements: {format_size(small)} and {format_size(large)}); allowed: a latency "
+                          "size smaller than the pair size")
     return large, small
 
 

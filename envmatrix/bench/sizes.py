@@ -69,6 +69,9 @@ def warmup_sweep(sizes: list[int], max_bytes: int = 0) -> list[int]:
     return warm
 
 
+DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "int32": 4}  # the driver's view of probes.builtin.DTYPES
+
+
 def aligned_count(size_bytes: int, type_size: int, ranks: int, split_by_ranks: bool) -> int:
     """Element count nccl-tests would use: rounded down to a multiple of n where chunks are per rank."""
     count = max(1, size_bytes // type_size)
