@@ -73,6 +73,7 @@ def test_a_sweep_cell_reused_from_a_bisect_probe_is_a_cell_of_every_report(cli, 
     assert_no_processes(cli.marker)
 
 
+@pytest.mark.slow
 def test_diff_of_a_cell_run_b_could_not_test_is_inconclusive_not_a_regression(cli, tmp_path):
     # A command probe's exit 125 is 'cannot test' (unresolved, sweep exit 3): diff called pass -> unresolved a
     # regression, exit 1, the upgrade gate failing on a cell it never measured in run B.
