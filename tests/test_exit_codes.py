@@ -51,3 +51,18 @@ def test_sweep_exit_code_table():
     assert sweep_exit_code([R(outcome="pass")]) == 0
     assert sweep_exit_code([R(outcome="pass"), R(outcome="unresolved")]) == 3
     assert sweep_exit_code([R(outcome="unresolved"), R(outcome="init_error")]) == 1
+
+
+@pytest.mark.slow
+def test_closing_line_counts_this_sweeps_runs_as_its_exit_code_does(cli, tmp_path):
+    # a sweep of one setup into a run dir whose store holds another, failing one: the matrix shows both, but the
+    # line and the exit code speak of this sweep (it read "1 passed, 1 failed" with exit 0)
+    both = write_conf(tmp_path / "both.yaml", "backend: gloo\ngrids: [1x1]\nsetups:\n  ok: {ENVMATRIX_FAIL: '0'}\n"
+                      "  bad: {ENVMATRIX_FAIL: '1'}\n"
+                      "probe: {name: command, timeout_s: 60, command: [sh, -c, 'exit $ENVMATRIX_FAIL']}\n")
+    one = write_conf(tmp_path / "one.yaml", both.read_text().replace("  bad: {ENVMATRIX_FAIL: '1'}\n", ""))
+    out = ["--out", str(tmp_path / "o"), "--allow-unknown-vars"]
+    assert cli.run("sweep", f"conf={both}", *out).returncode == 1
+    done = cli.run("sweep", f"conf={one}", *out)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "1 passed, 0 failed, 0 not run (the matrix shows all 2 cells of the store);" in done.stdout, done.stdout

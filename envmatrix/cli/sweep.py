@@ -109,15 +109,19 @@ def print_sweep(console, done) -> None:
     from envmatrix.reporting.console import matrix_tables
 
     console.print(matrix_tables(done.matrix, done.title, done.results))
-    passed, failed, missing = done.matrix.counts
+    # the line counts this sweep's runs, as its exit code and JUnit do; the matrix above shows the whole store
+    passed = sum(r.passed for r in done.results)
     slow = sum(r.outcome == "slow" for r in done.results)
     # an unresolved run (probe exit 125) is inconclusive, not a failure: exit 3, not 1 (sweep_exit_code)
     unresolved = sum(r.outcome == "unresolved" for r in done.results)
-    failed -= unresolved
+    failed = len(done.results) - passed - unresolved
+    missing = len(done.runs) - len(done.results)
     failed_text = f"{failed} failed ({slow} slow)" if slow else f"{failed} failed"
     if unresolved:
         failed_text += f", {unresolved} unresolved (inconclusive)"
-    console.print(f"{passed} passed, {failed_text}, {missing} not run; store {done.store_path}")
+    shown = sum(r is not None for r in done.matrix.cells.values())
+    others = f" (the matrix shows all {shown} cells of the store)" if shown > len(done.results) else ""
+    console.print(f"{passed} passed, {failed_text}, {missing} not run{others}; store {done.store_path}")
     if done.inp.conditions:
         from envmatrix.reporting.conditions_tables import conditions_markdown
 

@@ -37,12 +37,6 @@ class Matrix:
             return "s"  # ran correctly, below an expected bandwidth
         return "1" if result.passed else "0"
 
-    @property
-    def counts(self) -> tuple[int, int, int]:
-        results = [r for r in self.cells.values() if r is not None]
-        passed = sum(r.passed for r in results)
-        return passed, len(results) - passed, len(self.cells) - len(results)
-
 
 def setup_of(data: dict) -> Setup:
     return Setup(data["name"], tuple(Atom.from_json(a) for a in data.get("atoms", [])))
