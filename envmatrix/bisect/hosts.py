@@ -28,6 +28,8 @@ until every host has played and each host with no fine pair has two bad pairs wi
 a slow pair no slow host explains is measured once more (judged against the median of every pair): a slow link is
 slow every time, a pair slowed once by a busy machine is not. A pair's verdict is then slow when every one of its
 measurements was, and the search above convicts a host whose every pair is slow with partners fine elsewhere.
+With 3 hosts every round is one pair, judged against the median of the other two: all three pairs run, and a
+slow host's pairs are named only below (1 - tolerance) / (1 + tolerance) of the fine pair (1/7 at the default).
 Rounds whose pairs are mostly slow (two slow hosts among four or six) have a slow median and hide them: a limit.
 Verdicts are monotone (adding a bad host or both ends of a bad link to a group keeps it failing); a fault
 seen only in a one-host run (e.g. a slow intra-node path hidden behind the network in every multi-host
@@ -132,9 +134,9 @@ class _Rounds:
 def localise(hosts: Sequence[str], run_round: RunRound, seed: int = 0, relative: bool = False,
              pair_tolerance: float = PAIR_TOLERANCE) -> HostBisectResult:
     """The culprit hosts and host pairs of ``hosts`` (see the module docstring). ``relative``: the groups'
-    figures judge slowness in pair rounds (4 hosts or more; fewer have no round to compare a pair with)."""
+    figures judge slowness in pair rounds (3 hosts or more; 2 make one pair, with nothing to compare it with)."""
     search = _Search(list(dict.fromkeys(hosts)), run_round, seed)
-    search.pair_tolerance = pair_tolerance if relative and len(search.hosts) >= 4 else None
+    search.pair_tolerance = pair_tolerance if relative and len(search.hosts) >= 3 else None
     complete = search.run()
     hosts, rr, culprits = search.hosts, search.rr, search.culprits
     worst = {c: _worst(c, rr.evidence) for c in culprits}
@@ -206,10 +208,14 @@ class _Search:
     def _pair_rounds(self) -> None:
         """Rounds of the pair schedule until every host played and each host of a bad pair has two pairs; then
         each slow pair no slow host explains once more; every pair's verdict relabelled from the judgement."""
-        for pairs in round_robin(len(self.hosts)):
+        schedule = round_robin(len(self.hosts))
+        # Rounds of one pair (3 hosts) are each judged against the other pairs, and a slow host is in two of the
+        # three: until the third pair ran, its two slow pairs are each other's reference and both look fine.
+        every_pair = all(len(pairs) == 1 for pairs in schedule)
+        for pairs in schedule:
             self._measure([(self.hosts[a], self.hosts[b]) for a, b in pairs], alone=False)
             self._relabel()
-            if self._pairs_enough():
+            if not every_pair and self._pairs_enough():
                 break
         again = _disjoint([link for link in self.pairs.slow_links if self._measurements(link) == 1]) if self.pairs else []
         if again:
