@@ -14,6 +14,7 @@ from envmatrix import paths as em_paths
 from envmatrix import values
 from envmatrix.app.inputs import allows_ignored, check_probe_runs, prepare
 from envmatrix.app.outputs import RunOutputs, write_run_outputs
+from envmatrix.app.report import stored_cells
 from envmatrix.errors import ConfigError, require
 
 
@@ -158,13 +159,32 @@ def search(request: SearchRequest, events: SearchEvents = SearchEvents()) -> Sea
             started = session.pool.started
             events.line(f"warm pool: {started['pooled']} ranks forked from warm servers, {started['cold']} started cold"
                         + (" (a command probe's processes, or ranks under other loader variables, start cold)" if started["cold"] else ""))
-        stored = session.store.latest()
+        stored = stored_cells(session.store)  # the page's cells, as `envmatrix report` reads them
     report = build_report(study, settings.top_k, storage_hint=redact(url))
     md = os.path.join(run_dir, "search.md")
+    aborted = aborted or nothing_completed(study)
     with open(md, "w") as fh:
         fh.write(render_markdown(report))
     return SearchResult(plan, report, md, redact(url), os.path.join(run_dir, em_paths.STORE_FILE), confirmed, aborted,
                         write_run_outputs(run_dir, stored=stored))
+
+
+def nothing_completed(study: Any) -> Optional[Exception]:
+    """A study whose every trial failed found nothing to export: exit 1 (failures found), as a search stopped by
+    search.max_failure_rate does, however few trials it held (that limit waits for 3)."""
+    from collections import Counter
+
+    from optuna.trial import TrialState
+
+    from envmatrix.search.study import SearchAborted
+
+    trials = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.FAIL))
+    if not trials or any(t.state == TrialState.COMPLETE for t in trials):
+        return None
+    classes = Counter(str(t.user_attrs.get("failure_class", "unknown")) for t in trials)
+    last = trials[-1].user_attrs.get("root_cause") or ""
+    return SearchAborted(f"search: none of the {len(trials)} trials of study {study.study_name!r} completed "
+                         f"({', '.join(f'{n} {c}' for c, n in classes.most_common())}; last: {last[:160]}); nothing to export")
 
 
 def measure_baseline(study: Any, evaluator: Any, settings: Any, grids: list[str], events: SearchEvents) -> None:

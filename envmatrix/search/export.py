@@ -32,6 +32,7 @@ TUNER_COLLECTIVES = {name: spec.tuner_name for name, spec in ALL.items() if spec
 TUNER_ALGOS = {"ring": "ring", "tree": "tree", "collnetdirect": "collnet_direct", "collnetchain": "collnet_chain",
                "nvls": "nvls", "nvlstree": "nvls_tree", "pat": "pat"}
 TUNER_PROTOS = {"ll": "ll", "ll128": "ll128", "simple": "simple"}
+EXPORT_FILES = ("best.sh", "best_setup.yaml", "tuner.csv")  # what write_exports may write into its dest
 TUNER_VARS = ("NCCL_ALGO", "NCCL_PROTO", "NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS", "NCCL_MIN_CTAS", "NCCL_MAX_CTAS")
 
 
@@ -251,4 +252,17 @@ def write_exports(study: Any, dest: str, index: int = 0, open_work: Sequence[str
         with open(path, "w") as fh:
             fh.write(text)
         paths.append(path)
+    # an earlier export's setup or tuner file left beside this best.sh would be read as this export's (a tuner.csv
+    # from a NOT FINAL export beside a final "keep the default")
+    for fname in EXPORT_FILES:
+        path = os.path.join(dest, fname)
+        if path in paths or not os.path.isfile(path):
+            continue
+        with open(path, errors="replace") as fh:
+            ours = "envmatrix search" in fh.readline()
+        if ours:
+            os.remove(path)
+            notes.append(f"removed {path}: an earlier export's, not this one's")
+        else:
+            notes.append(f"left {path} as it was: not written by envmatrix export, and not this export's")
     return paths, notes

@@ -1,0 +1,67 @@
+"""QA pass on `envmatrix search` / `export` as a user runs them: a study whose every trial failed is a failure
+(exit 1), and an export into a directory an earlier export wrote leaves none of that export's files behind.
+Real search processes, the fake nccl-tests at the process boundary."""
+
+import subprocess
+import sys
+
+import pytest
+
+from conftest import assert_no_processes
+from search_helpers import FAKE, run_search
+
+pytestmark = pytest.mark.slow
+
+
+def conf(path, space, *extra):
+    path.write_text(f"""
+name: {path.stem}
+backend: gloo
+grids: [1x1]
+probe: {{name: command, timeout_s: 60, command: [{sys.executable}, {FAKE}]}}
+search:
+  trials: 3
+  space: {space}
+  objective: {{collective: allreduce, size: 1M}}
+""" + "".join(f"  {line}\n" for line in extra))
+    return path
+
+
+def export(cli, run_dir, dest):
+    return subprocess.run([sys.executable, "-m", "envmatrix", "export", "--out", str(run_dir), "--dest", str(dest)],
+                          cwd=cli.cwd, env=cli.env, capture_output=True, text=True, timeout=120)
+
+
+def test_a_study_whose_every_trial_failed_exits_1_naming_the_failures(cli, tmp_path):
+    # the fake fails Tree with LL128 as NCCL does; one allowed combination, so one trial, below max_failure_rate's 3
+    done = run_search(cli, "search", f"conf={conf(tmp_path / 'allfail.yaml', '{NCCL_ALGO: [Tree], NCCL_PROTO: [LL128]}')}",
+                      "--out", str(tmp_path / "run"))
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "none of the 1 trials of study 'allfail' completed (1 " in done.stderr, done.stderr
+    assert "nothing to export" in done.stderr and "Traceback" not in done.stderr
+    assert "no completed trial yet" in (tmp_path / "run" / "search.md").read_text()  # the report is still written
+    assert_no_processes(cli.marker)
+
+
+def test_export_into_an_earlier_exports_directory_leaves_none_of_its_files(cli, tmp_path):
+    dest = tmp_path / "best"
+    pinned = run_search(cli, "search", f"conf={conf(tmp_path / 'pinned.yaml', '{NCCL_ALGO: [Ring], NCCL_PROTO: [LL128, Simple]}')}",
+                        "--out", str(tmp_path / "pinned"))
+    assert pinned.returncode == 0, pinned.stdout + pinned.stderr
+    first = export(cli, tmp_path / "pinned", dest)
+    assert first.returncode == 0 and (dest / "tuner.csv").is_file() and (dest / "best_setup.yaml").is_file(), first.stdout
+    # NCCL's default (4 channels) beats this space's one row: the confirmed verdict keeps the default, exports no variable
+    kept = run_search(cli, "search", f"conf={conf(tmp_path / 'kept.yaml', '{NCCL_MAX_NCHANNELS: [2]}')}", "--out", str(tmp_path / "kept"))
+    assert kept.returncode == 0, kept.stdout + kept.stderr
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "tuner.csv").write_text("allreduce,0,65536,tree,simple,4,1,1,-1,-1\n")  # a user's own file
+    said = {}
+    for where in (dest, tmp_path / "mine"):
+        again = export(cli, tmp_path / "kept", where)
+        assert again.returncode == 0, again.stdout + again.stderr
+        assert "keep the default" in again.stdout and "export " not in (where / "best.sh").read_text()
+        said[where] = again.stdout
+    assert sorted(p.name for p in dest.iterdir()) == ["best.sh"], said[dest]
+    assert f"removed {dest / 'tuner.csv'}: an earlier export's" in said[dest]
+    assert (tmp_path / "mine" / "tuner.csv").read_text().startswith("allreduce,0,65536,tree")  # not ours: kept, and said
+    assert f"left {tmp_path / 'mine' / 'tuner.csv'} as it was" in said[tmp_path / "mine"]
