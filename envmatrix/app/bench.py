@@ -14,6 +14,7 @@ from envmatrix.app.inputs import check_probe_runs, named_setup, prepare
 from envmatrix.app.network_axis import (plan_shaping, shaping_missed, shaping_session, with_flags, with_shaping_missed,
                                         write_condition_tables)
 from envmatrix.app.outputs import RunOutputs, write_run_outputs
+from envmatrix.app.report import stored_cells
 from envmatrix.bench.sizes import size_sweep
 from envmatrix.bench.timing import DEFAULT_TIMING, check_timing
 from envmatrix.config.resolve import SweepInput, check_cpu_memory, check_grids_fit, check_pinned_atoms
@@ -121,7 +122,7 @@ def bench(request: BenchRequest, listener: Any = None,
                 on_run(run)
                 runs.append(run)
                 code = max(code, run.exit_code)
-        stored = store.latest()
+        stored = stored_cells(store)  # the page's cells, as `envmatrix report` reads them
     conditions = base.conditions
     backends_report = write_backends([r.result for r in runs], run_dir) if len(runs) > 1 and not conditions else None
     conditions_report = (write_condition_tables(run_dir, [r.result for r in runs], "envmatrix bench: network conditions")[0]

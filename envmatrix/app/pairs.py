@@ -19,6 +19,7 @@ from envmatrix import paths as em_paths
 from envmatrix import values
 from envmatrix.app.inputs import named_setup, prepare
 from envmatrix.app.outputs import RunOutputs, write_run_outputs
+from envmatrix.app.report import stored_cells
 from envmatrix.bench.sizes import format_size, parse_size
 from envmatrix.env.atoms import Setup
 from envmatrix.errors import ConfigError
@@ -244,7 +245,7 @@ def _gpu_pairs(request: PairsRequest, listener: Any) -> PairsResult:
             uni = {p: c.uni_gbps for p, c in cells.items() if c.uni_gbps is not None}
             flags = flag_below_class(uni, {p: c.link or "?" for p, c in cells.items()}, request.tolerance)
             matrices.append(GpuMatrix(setup.name, result, cells, flags))
-        stored = store.latest()
+        stored = stored_cells(store)  # the page's cells, as `envmatrix report` reads them
     gpu_ids = list(range(len(gpus)))
     text = gpu_pairs_markdown(matrices, gpu_ids, large, small)
     path = _write(run_dir, "pairs_gpus", text, _gpu_heatmaps(matrices, gpu_ids))
@@ -340,7 +341,7 @@ def _host_pairs(request: PairsRequest, listener: Any) -> PairsResult:
                                                   "port": port}, "bench --pairs hosts", base.backend)
             done, _ = _run_one(base, store, run_dir, pins, len(gpus), request, listener, probe_for=netpair)
             net.append(done)
-        stored = store.latest()
+        stored = stored_cells(store)  # the page's cells, as `envmatrix report` reads them
     return _host_outcome(request, run_dir, p2p, net, hosts, rounds, large, small, stored)
 
 
