@@ -77,7 +77,11 @@ def submit(request: SubmitRequest) -> SubmitResult:
     path = request.script
     if path is not None:
         values.output_file("--script", path, "script")
-        em_paths.make_parent(path)
+        try:
+            em_paths.make_parent(path)
+        except OSError as exc:  # a folder that cannot be made (under /proc, a read-only mount as root)
+            raise ConfigError(f"envmatrix submit --script {path!r}: its folder cannot be made ({exc.strerror}); "
+                              "allowed: a file path whose folders are directories (they are made when missing)") from None
     if path is None:
         fd, path = tempfile.mkstemp(prefix="envmatrix-", suffix=".sh", dir=os.getcwd())
         os.close(fd)

@@ -22,7 +22,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--nodes", type=int, default=1, help="nodes to allocate (default 1)")
     p.add_argument("--ntasks-per-node", type=int, default=1, help="tasks (ranks) per node to allocate (default 1)")
     p.add_argument("--gpus-per-node", type=int, default=None, help="GPUs per node to allocate")
-    p.add_argument("--time", default="01:00:00", help="wall time, [D-]HH:MM:SS (default 01:00:00)")
+    p.add_argument("--time", default="01:00:00", help="wall time, [D-]HH:MM:SS read as Slurm reads it (90: 90 minutes); PBS gets it as HH:MM:SS (default 01:00:00)")
     p.add_argument("--job-name", default="envmatrix", help="job name (default envmatrix)")
     p.add_argument("--account", default=None, help="account / project to charge")
     p.add_argument("--queue", default=None, help="Slurm partition or PBS queue")

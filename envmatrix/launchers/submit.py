@@ -68,6 +68,19 @@ def check(spec: BatchSpec) -> None:
                               "#SBATCH or #PBS on its line)")
 
 
+def pbs_walltime(time: str) -> str:
+    """--time, read as Slurm reads it (M, M:S, H:M:S, D-H, D-H:M, D-H:M:S), as PBS's HH:MM:SS: PBS takes no days
+    and reads a lone number as seconds, so ``1-00:00:00`` would be refused by qsub and ``90`` be 90 s, not 90 min."""
+    days, _, clock = time.rpartition("-")
+    parts = [int(p) for p in clock.split(":")]
+    if days:  # D-H, D-H:M, D-H:M:S
+        h, m, s = (parts + [0, 0])[:3]
+    else:  # M, M:S, H:M:S
+        h, m, s = parts if len(parts) == 3 else [0, *parts, 0][:3]
+    total = (int(days or 0) * 24 + h) * 3600 + m * 60 + s
+    return f"{total // 3600:02d}:{total % 3600 // 60:02d}:{total % 60:02d}"
+
+
 def render(spec: BatchSpec, template_dir: Path = TEMPLATE_DIR) -> str:
     """The batch script text (pure apart from reading the template)."""
     check(spec)
@@ -93,7 +106,7 @@ def render(spec: BatchSpec, template_dir: Path = TEMPLATE_DIR) -> str:
         nodes=spec.nodes,
         ntasks_per_node=spec.ntasks_per_node,
         select_extra=f":ngpus={spec.gpus_per_node}" if spec.gpus_per_node is not None else "",
-        time=spec.time,
+        time=spec.time if spec.scheduler == "slurm" else pbs_walltime(spec.time),
         output=shlex.quote(spec.output),
         directives="\n".join(f"{prefix} {d}" for d in extra),
         workdir=shlex.quote(spec.workdir),
