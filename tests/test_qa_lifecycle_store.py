@@ -43,16 +43,22 @@ probe:
 """)
 
 
-@pytest.mark.slow
-def test_bisect_failing_into_a_store_a_sweep_still_runs_is_refused(cli, tmp_path):
-    # --failing reads "the last sweep" of the store: while that sweep still ran, its first (passing) cell was all
-    # there was, and bisect said "nothing to bisect", exit 0, though the setup after it fails.
+def _sweep_held_at_its_second_setup(cli, tmp_path):
+    """A sweep of _held_conf started in the background, returned once its first cell is stored."""
     conf = _held_conf(cli, tmp_path)
     out = tmp_path / "o"
     sweep = cli.popen("sweep", f"conf={conf}", "--out", str(out), "--allow-unknown-vars", "--jobs", "1")
     deadline = time.time() + 120
     while time.time() < deadline and _count(out / "results.sqlite") < 1:
         time.sleep(0.05)
+    return conf, out, sweep
+
+
+@pytest.mark.slow
+def test_bisect_failing_into_a_store_a_sweep_still_runs_is_refused(cli, tmp_path):
+    # --failing reads "the last sweep" of the store: while that sweep still ran, its first (passing) cell was all
+    # there was, and bisect said "nothing to bisect", exit 0, though the setup after it fails.
+    conf, out, sweep = _sweep_held_at_its_second_setup(cli, tmp_path)
     bisect = cli.run("bisect", f"conf={conf}", "--out", str(out), "--failing", "1x1", "--allow-unknown-vars")
     assert sweep.poll() is None, "the sweep should still be running its second setup"
     (tmp_path / "release").touch()
@@ -159,12 +165,7 @@ def test_bisect_failing_names_setups_as_the_resumed_sweep_does(cli, tmp_path):
 def test_host_bisect_into_a_store_a_sweep_still_runs_is_refused(cli, tmp_path):
     # bisect --hosts ran its rounds and stored them beside the cells of a sweep still running into the store, where
     # sweep, bench and env bisect are refused.
-    conf = _held_conf(cli, tmp_path)
-    out = tmp_path / "o"
-    sweep = cli.popen("sweep", f"conf={conf}", "--out", str(out), "--allow-unknown-vars", "--jobs", "1")
-    deadline = time.time() + 120
-    while time.time() < deadline and _count(out / "results.sqlite") < 1:
-        time.sleep(0.05)
+    conf, out, sweep = _sweep_held_at_its_second_setup(cli, tmp_path)
     (tmp_path / "hosts.txt").write_text("localhost\n127.0.0.1\n")  # loopback only: never reached with the lock
     hosts = cli.run("bisect", "--hosts", str(tmp_path / "hosts.txt"), "launcher=mpirun", "backend=gloo", "--grid", "1x1",
                     "--out", str(out), "probe.timeout_s=10")
