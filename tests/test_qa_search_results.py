@@ -65,3 +65,10 @@ def test_export_into_an_earlier_exports_directory_leaves_none_of_its_files(cli, 
     assert f"removed {dest / 'tuner.csv'}: an earlier export's" in said[dest]
     assert (tmp_path / "mine" / "tuner.csv").read_text().startswith("allreduce,0,65536,tree")  # not ours: kept, and said
     assert f"left {tmp_path / 'mine' / 'tuner.csv'} as it was" in said[tmp_path / "mine"]
+
+
+def test_a_budget_that_closes_before_the_first_trial_is_inconclusive(cli, tmp_path):
+    done = run_search(cli, "search", f"conf={conf(tmp_path / 'nobudget.yaml', '{NCCL_ALGO: [Ring, Tree]}')}",
+                      "search.budget_s=0.001", "search.baseline=false", "--out", str(tmp_path / "run"))
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert "holds no finished trial" in done.stderr and "Traceback" not in done.stderr, done.stderr

@@ -15,7 +15,7 @@ from envmatrix import values
 from envmatrix.app.inputs import allows_ignored, check_probe_runs, prepare
 from envmatrix.app.outputs import RunOutputs, write_run_outputs
 from envmatrix.app.report import stored_cells
-from envmatrix.errors import ConfigError, require
+from envmatrix.errors import EXIT_INCONCLUSIVE, ConfigError, EnvmatrixError, require
 
 
 @dataclass(frozen=True)
@@ -169,9 +169,16 @@ def search(request: SearchRequest, events: SearchEvents = SearchEvents()) -> Sea
                         write_run_outputs(run_dir, stored=stored))
 
 
+class NothingMeasured(EnvmatrixError):
+    """A search that ends with no finished trial in its study: inconclusive."""
+
+    exit_code = EXIT_INCONCLUSIVE
+
+
 def nothing_completed(study: Any) -> Optional[Exception]:
     """A study whose every trial failed found nothing to export: exit 1 (failures found), as a search stopped by
-    search.max_failure_rate does, however few trials it held (that limit waits for 3)."""
+    search.max_failure_rate does, however few trials it held (that limit waits for 3); one that holds no finished
+    trial at all: exit 3 (inconclusive)."""
     from collections import Counter
 
     from optuna.trial import TrialState
@@ -179,7 +186,10 @@ def nothing_completed(study: Any) -> Optional[Exception]:
     from envmatrix.search.study import SearchAborted
 
     trials = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.FAIL))
-    if not trials or any(t.state == TrialState.COMPLETE for t in trials):
+    if not trials:  # search.budget_s closed before a first trial: nothing failed, nothing found
+        return NothingMeasured(f"search: study {study.study_name!r} holds no finished trial (a search.budget_s that "
+                               "closed before the first one ended, or only forbidden samples); nothing to export")
+    if any(t.state == TrialState.COMPLETE for t in trials):
         return None
     classes = Counter(str(t.user_attrs.get("failure_class", "unknown")) for t in trials)
     last = trials[-1].user_attrs.get("root_cause") or ""
