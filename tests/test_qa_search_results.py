@@ -40,6 +40,9 @@ def test_a_study_whose_every_trial_failed_exits_1_naming_the_failures(cli, tmp_p
     assert "none of the 1 trials of study 'allfail' completed (1 " in done.stderr, done.stderr
     assert "nothing to export" in done.stderr and "Traceback" not in done.stderr
     assert "no completed trial yet" in (tmp_path / "run" / "search.md").read_text()  # the report is still written
+    none = export(cli, tmp_path / "run", tmp_path / "best")
+    assert none.returncode == 2 and "has no completed trial yet (1 failed: search.md lists why)" in none.stderr, none.stderr
+    assert not (tmp_path / "best").exists()
     assert_no_processes(cli.marker)
 
 

@@ -59,7 +59,11 @@ def ranked(study: Any, objectives: Sequence[Objective], index: int = 0) -> list[
 def best_trial(study: Any, objectives: Sequence[Objective], index: int = 0) -> Any:
     order = ranked(study, objectives, index)
     if not order:
-        raise ConfigError(f"export: study {study.study_name!r} has no completed trial yet; run envmatrix search first")
+        from optuna.trial import TrialState
+
+        failed = len(study.get_trials(deepcopy=False, states=(TrialState.FAIL,)))
+        raise ConfigError(f"export: study {study.study_name!r} has no completed trial yet"
+                          + (f" ({failed} failed: search.md lists why)" if failed else "; run envmatrix search first"))
     return order[0]
 
 
