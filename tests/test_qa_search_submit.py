@@ -51,3 +51,10 @@ def test_a_script_folder_that_cannot_be_made_is_bad_input(tmp_path):
     assert done.returncode == 2, done.stderr
     assert done.stderr.count("\n") == 1 and "--script '/proc/envmatrix_qa/job.sh'" in done.stderr, done.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_directive_whose_quote_does_not_close_is_bad_input(tmp_path):
+    done = submit(tmp_path, "--print", "--directive", "--comment='two words", "--", "search", "conf=x.yaml")
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count("\n") == 1 and "--directive: \"--comment='two words\": No closing quotation" in done.stderr
+    assert done.stdout == ""

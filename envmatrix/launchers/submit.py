@@ -66,6 +66,11 @@ def check(spec: BatchSpec) -> None:
         if not line.strip():
             raise ConfigError(f"{where} --directive: {line!r} is empty; allowed: one scheduler option (what follows "
                               "#SBATCH or #PBS on its line)")
+        try:
+            shlex.split(line)
+        except ValueError as exc:  # render re-quotes its words
+            raise ConfigError(f"{where} --directive: {line!r}: {exc}; allowed: one scheduler option whose quotes "
+                              "close, e.g. --comment='two words'") from None
 
 
 def pbs_walltime(time: str) -> str:
