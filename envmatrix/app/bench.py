@@ -16,7 +16,7 @@ from envmatrix.app.network_axis import (plan_shaping, shaping_missed, shaping_se
 from envmatrix.app.outputs import RunOutputs, write_run_outputs
 from envmatrix.app.report import stored_cells
 from envmatrix.bench.sizes import size_sweep
-from envmatrix.bench.timing import DEFAULT_TIMING, check_timing
+from envmatrix.bench.timing import check_timing
 from envmatrix.config.resolve import SweepInput, check_cpu_memory, check_grids_fit, check_pinned_atoms
 from envmatrix.env.atoms import Setup, atoms_from_mapping
 from envmatrix.errors import ConfigError
@@ -32,17 +32,19 @@ class BenchRequest:
     grid: Optional[str] = None
     setup: Optional[str] = None
     env: tuple[str, ...] = ()  # KEY=VALUE on top of the setup
-    collectives: str = "allreduce,allgather,alltoall"
-    min_bytes: str = "8"
+    # The bench flags: None when not given, then the config's probe.bench key applies, else the bench's default
+    # (BENCH_DEFAULTS: allreduce,allgather,alltoall from 8 bytes, factor 2, 20 iterations, 5 warm-up, float32).
+    collectives: Optional[str] = None
+    min_bytes: Optional[str] = None
     max_bytes: Optional[str] = None
-    factor: Optional[float] = None  # None: 2, unless step_bytes
+    factor: Optional[float] = None
     step_bytes: Optional[str] = None
-    iters: int = 20
-    warmup: int = 5
-    dtype: str = "float32"
-    no_check: bool = False
-    timing: str = DEFAULT_TIMING
-    timeout: float = 600.0
+    iters: Optional[int] = None
+    warmup: Optional[int] = None
+    dtype: Optional[str] = None
+    no_check: Optional[bool] = None
+    timing: Optional[str] = None
+    timeout: Optional[float] = None  # None: the config's probe.timeout_s when the user set it, else 600 s
     backends: Optional[str] = None  # "gloo,nccl": the same bench on each
     out: Optional[str] = None
     allow_unknown_vars: bool = False
@@ -250,27 +252,99 @@ def prepare_bench(inp: SweepInput, args: BenchRequest, gpus: int, catalog: Any) 
     if args.factor is not None and args.step_bytes is not None:
         raise ConfigError(f"-i/--step-bytes {args.step_bytes}: given with -f/--factor {args.factor}, and sizes either "
                           "multiply or add; allowed: one of them (nccl-tests' -f or -i)")
-    # each flag's value is checked under the flag's own name, not the probe key it fills
-    bench = {
-        "collectives": bench_collectives([c.strip() for c in args.collectives.split(",") if c.strip()], "-c/--collectives"),
-        "min_bytes": values.size("-b/--min-bytes", args.min_bytes),
-        "max_bytes": None if args.max_bytes is None else values.size("-e/--max-bytes", args.max_bytes),
-        "factor": 2.0 if args.factor is None else values.number("-f/--factor", args.factor, above=1),
-        "step_bytes": None if args.step_bytes is None else values.size("-i/--step-bytes", args.step_bytes),
-        "iters": values.integer("-n/--iters", args.iters, minimum=1),
-        "warmup": values.integer("-w/--warmup", args.warmup, minimum=0),
-        "dtype": bench_dtype(args.dtype, "-d/--dtype"),
-        "check": not args.no_check,
-        "timing": check_timing(args.timing, inp.backend, "--timing"),
-    }
+    params, configured = config_probe(inp, args.overrides)
+    bench, names = bench_from_flags(args, params.pop("bench", None) or {}, inp.backend)
     size_sweep(bench["min_bytes"], bench["max_bytes"] or default_max_bytes(inp.backend), bench["factor"], bench["step_bytes"],
-               BENCH_SIZE_FLAGS)
+               names)
     if args.peers is not None:
         bench.update(peer_bench(args.peers, grid, args.inflight))
     elif args.inflight is not None:
         raise ConfigError(f"--inflight {args.inflight}: only with --peers; allowed: --peers rail,cross --inflight N")
     builtin = get_probe("builtin")
-    probe = builtin.spec({"bench": bench, "timeout_s": values.duration("--timeout", args.timeout), "collectives": ["allreduce"]}, "bench", inp.backend)
+    params.update(bench=bench, timeout_s=probe_timeout(args.timeout, params, configured))
+    if "collectives" not in configured:
+        params["collectives"] = ["allreduce"]  # the checks before the bench: one, unless the config lists them
+    probe = builtin.spec(params, "bench", inp.backend)
     check_cpu_memory([grid], inp.backend, launcher, builtin, probe)
     check_probe_runs(probe, launcher)
     return dataclasses.replace(inp, probe=probe), launcher
+
+
+BENCH_FLAGS = {"collectives": "-c/--collectives", "min_bytes": "-b/--min-bytes", "max_bytes": "-e/--max-bytes",
+               "factor": "-f/--factor", "step_bytes": "-i/--step-bytes", "iters": "-n/--iters", "warmup": "-w/--warmup",
+               "dtype": "-d/--dtype", "check": "--no-check", "timing": "--timing"}
+DEFAULT_TIMEOUT_S = 600.0  # a bench's size sweep runs longer than a sweep's checks (the builtin probe's 120 s)
+COMMON_PROBE_KEYS = ("timeout_s", "grace_s")  # every probe's (probes.base), so a config's other probe has them too
+
+
+def user_probe_keys(overrides: Sequence[str], conf_file: Any) -> set[str]:
+    """The probe: keys the user set: in the conf file chosen (its defaults list applied) or as probe overrides. The
+    packaged default config is nobody's choice and the probe group fills every key: those are not the user's."""
+    import yaml
+
+    from envmatrix.config.compose import CONF_DIR, DEFAULT_CONF, load_yaml_mapping
+
+    keys: set[str] = set()
+    default = (CONF_DIR / f"{DEFAULT_CONF}.yaml").resolve()
+    if conf_file is not None and os.path.isfile(conf_file) and os.path.realpath(conf_file) != str(default):
+        probe = load_yaml_mapping(conf_file).get("probe")
+        keys |= set(probe) if isinstance(probe, dict) else set()
+    for override in overrides:
+        key, _, value = override.lstrip("+~").partition("=")
+        if key.startswith("probe."):
+            keys.add(key.split(".")[1])
+        elif key == "probe":
+            try:
+                given = yaml.safe_load(value)
+            except yaml.YAMLError:
+                given = None
+            keys |= set(given) if isinstance(given, dict) else set()
+    return keys
+
+
+def config_probe(inp: SweepInput, overrides: Sequence[str]) -> tuple[dict[str, Any], set[str]]:
+    """(the config's probe parameters bench runs with, the keys of them the user set). The builtin probe's are all
+    taken (its run keys: nccl_debug, forbid_transport, teardown, ...; probe.bench under the bench flags); another
+    probe's (a command) only its timeout_s and grace_s, since bench measures with the builtin probe."""
+    configured = user_probe_keys(overrides, inp.conf_file)
+    params = dict(inp.probe.params)
+    if inp.probe.name != "builtin":
+        params = {k: v for k, v in params.items() if k in COMMON_PROBE_KEYS}
+        configured &= set(COMMON_PROBE_KEYS)
+    if isinstance(params.get("bench"), dict):
+        params["bench"] = {k: v for k, v in params["bench"].items() if k != "sizes"}  # made again from the sizes
+    return params, configured
+
+
+def probe_timeout(flag: Optional[float], params: dict[str, Any], configured: set[str]) -> float:
+    """--timeout when given, else the config's probe.timeout_s when the user set it, else bench's 600 s."""
+    if flag is not None:
+        return values.duration("--timeout", flag)
+    return float(params["timeout_s"]) if "timeout_s" in configured else DEFAULT_TIMEOUT_S
+
+
+def bench_from_flags(args: BenchRequest, configured: dict[str, Any],
+                     backend: str) -> tuple[dict[str, Any], dict[str, str]]:
+    """probe.bench as bench runs it: each flag given replaces its key of the config's probe.bench (checked under the
+    flag's name), the rest come from there or BENCH_DEFAULTS; and the name of each size key's source, for errors."""
+    from envmatrix.probes.builtin import BENCH_DEFAULTS
+
+    flags = {
+        "collectives": None if args.collectives is None else bench_collectives(
+            [c.strip() for c in args.collectives.split(",") if c.strip()], "-c/--collectives"),
+        "min_bytes": None if args.min_bytes is None else values.size("-b/--min-bytes", args.min_bytes),
+        "max_bytes": None if args.max_bytes is None else values.size("-e/--max-bytes", args.max_bytes),
+        "factor": None if args.factor is None else values.number("-f/--factor", args.factor, above=1),
+        "step_bytes": None if args.step_bytes is None else values.size("-i/--step-bytes", args.step_bytes),
+        "iters": None if args.iters is None else values.integer("-n/--iters", args.iters, minimum=1),
+        "warmup": None if args.warmup is None else values.integer("-w/--warmup", args.warmup, minimum=0),
+        "dtype": None if args.dtype is None else bench_dtype(args.dtype, "-d/--dtype"),
+        "check": None if args.no_check is None else not args.no_check,
+        "timing": None if args.timing is None else check_timing(args.timing, backend, "--timing"),
+    }
+    given = {k: v for k, v in flags.items() if v is not None}
+    if "factor" in given:
+        configured = {**configured, "step_bytes": None}  # -f says multiply: the config's additive step goes
+    bench = {k: v for k, v in {**BENCH_DEFAULTS, **configured, **given}.items() if k in BENCH_FLAGS}
+    names = {k: BENCH_FLAGS[k] if k in given or k not in configured else f"probe.bench.{k}" for k in BENCH_SIZE_FLAGS}
+    return bench, names

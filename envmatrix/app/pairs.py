@@ -49,7 +49,7 @@ class PairsRequest:
     dtype: str = "float32"
     iperf_seconds: int = 10  # seed 000: iperf3 -t 10
     tolerance: float = DEFAULT_TOLERANCE
-    timeout: float = 600.0
+    timeout: Optional[float] = None  # None: the config's probe.timeout_s when the user set it, else 600 s (as bench)
     out: Optional[str] = None
     allow_unknown_vars: bool = False
     rerun: bool = False
@@ -96,8 +96,18 @@ def pairs(request: PairsRequest, listener: Any = None) -> PairsResult:
     values.integer("-n/--iters", request.iters, minimum=1)
     values.integer("-w/--warmup", request.warmup, minimum=0)
     bench_dtype(request.dtype, "-d/--dtype")
-    values.duration("--timeout", request.timeout)
+    if request.timeout is not None:
+        values.duration("--timeout", request.timeout)
     return _gpu_pairs(request, listener) if request.kind == "gpus" else _host_pairs(request, listener)
+
+
+def _with_timeout(request: PairsRequest, inp: Any) -> PairsRequest:
+    """The probe timeout as bench takes it: --timeout, else the config's probe.timeout_s where the user set one, else
+    600 s. The pairs take nothing else of the config's probe: their sizes and iterations are their own flags'."""
+    from envmatrix.app.bench import config_probe, probe_timeout
+
+    params, configured = config_probe(inp, request.overrides)
+    return dataclasses.replace(request, timeout=probe_timeout(request.timeout, params, configured))
 
 
 def _sizes(request: PairsRequest) -> tuple[int, int]:
@@ -223,6 +233,7 @@ def _gpu_pairs(request: PairsRequest, listener: Any) -> PairsResult:
     from envmatrix.reporting.pairs_tables import gpu_cells
 
     base, gpus, pins, catalog = prepare(request.overrides, request.allow_unknown_vars, setups_optional=True)
+    request = _with_timeout(request, base)
     if len(gpus) < 2:
         raise ConfigError(f"--pairs gpus: {len(gpus)} GPU{'' if len(gpus) == 1 else 's'} visible here; allowed: a host with 2 or more GPUs "
                           "(each pair is two ranks, one on each GPU)")
@@ -310,6 +321,7 @@ def _host_pairs(request: PairsRequest, listener: Any) -> PairsResult:
     from envmatrix.store.lock import exclusive
 
     base, gpus, pins, catalog = prepare(request.overrides, request.allow_unknown_vars, setups_optional=True)
+    request = _with_timeout(request, base)
     large, small = _sizes(request)
     grid = _host_grid(base, request)
     rounds = host_pair_rounds(grid.nodes)

@@ -42,13 +42,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("-e", "--max-bytes", default=argparse.SUPPRESS, help="largest size (default 1G on GPUs, 1M on CPU)")
     p.add_argument("-f", "--factor", default=argparse.SUPPRESS, help="size multiplication factor (default 2; not with -i)")
     p.add_argument("-i", "--step-bytes", default=argparse.SUPPRESS, help="additive size step instead of a factor")
-    p.add_argument("-n", "--iters", type=int, default=20, help="timed iterations per size (default 20)")
-    p.add_argument("-w", "--warmup", type=int, default=5, help="warmup iterations per size, all sizes (doubling from -b to -e) before the first timed one, as nccl-tests (default 5)")
-    p.add_argument("-d", "--dtype", default="float32", help="float32, float16, bfloat16 or int32")
-    p.add_argument("--no-check", action="store_true", help="skip the #wrong check (nccl-tests -c 0)")
+    # these too: unless given, the config's probe.bench keys apply (docs/bench.md)
+    p.add_argument("-n", "--iters", type=int, default=argparse.SUPPRESS, help="timed iterations per size (default 20)")
+    p.add_argument("-w", "--warmup", type=int, default=argparse.SUPPRESS, help="warmup iterations per size, all sizes (doubling from -b to -e) before the first timed one, as nccl-tests (default 5)")
+    p.add_argument("-d", "--dtype", default=argparse.SUPPRESS, help="float32, float16, bfloat16 or int32")
+    p.add_argument("--no-check", action="store_true", default=argparse.SUPPRESS,
+                   help="skip the #wrong check (nccl-tests -c 0)")
     p.add_argument("--timing", choices=tuple(TIMINGS), default=argparse.SUPPRESS,
                    help="; ".join(f"{k}: {v}" for k, v in TIMINGS.items()))
-    p.add_argument("--timeout", type=float, default=600.0, help="probe timeout in seconds (default 600)")
+    p.add_argument("--timeout", type=float, default=argparse.SUPPRESS,
+                   help="probe timeout in seconds (default: the config's probe.timeout_s where it sets one, else 600)")
     p.add_argument("--backends", metavar="LIST", help="e.g. gloo,nccl: the same bench on each backend, side by side (seed 000)")
     p.add_argument("--rerun", action="store_true", help="measure again even if the store has this exact run")
     add_network_flag(p)
@@ -79,7 +82,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
                             ("--backends", args.backends), ("--baseline", args.baseline),
                             ("-c/--collectives", getattr(args, "collectives", None)),
                             *((f, vars(args).get(f.split("--")[-1].replace("-", "_"))) for f in BENCH_ONLY_FLAGS),
-                            ("--no-check", args.no_check)):
+                            ("--no-check", vars(args).get("no_check"))):
             if value is not None and value is not False and value != []:  # --inflight 0 is given too
                 raise ConfigError(f"{flag}: not with --pairs {args.pairs} (it measures its own pairs, unshaped, on "
                                   f"the config's backend); allowed: drop {flag}, or bench without --pairs")
