@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from conftest import assert_no_processes
-from search_helpers import FAKE, run_search
+from search_helpers import FAKE, load, run_search
 
 pytestmark = pytest.mark.slow
 
@@ -75,3 +75,14 @@ def test_a_budget_that_closes_before_the_first_trial_is_inconclusive(cli, tmp_pa
                       "search.budget_s=0.001", "search.baseline=false", "--out", str(tmp_path / "run"))
     assert done.returncode == 3, done.stdout + done.stderr
     assert "holds no finished trial" in done.stderr and "Traceback" not in done.stderr, done.stderr
+
+
+def test_a_study_resumed_on_other_grids_is_refused_before_any_trial(cli, tmp_path):
+    path = conf(tmp_path / "grids.yaml", "{NCCL_ALGO: [Ring, Tree]}", "confirm_top_k: 0", "baseline: false")
+    first = run_search(cli, "search", f"conf={path}", "--trials", "1", "--out", str(tmp_path / "run"))
+    assert first.returncode == 0, first.stdout + first.stderr
+    # its 1x2 trials would be ranked against the 1x1 one, and the winner confirmed on 1x2 under a '1x1' report
+    again = run_search(cli, "search", f"conf={path}", "grids=[1x2]", "--trials", "2", "--out", str(tmp_path / "run"))
+    assert again.returncode == 2, again.stdout + again.stderr
+    assert "grids: ['1x2'] given, but study 'grids' was created with grids ['1x1']" in again.stderr, again.stderr
+    assert len(load(tmp_path / "run", "grids").trials) == 1

@@ -264,6 +264,12 @@ def open_study(storage: Any, name: str, directions: Sequence[str], sampler: Any,
             if stored.get(key) != meta.get(key):
                 raise ConfigError(f"search.study_name: study {name!r} was created with a different {key}; "
                                   "resume it with the same config or pick another study_name")
+        # trials measured on other grids or another backend would be ranked against these, and the winner confirmed
+        # on this config's grids while the report and export name the study's
+        for key in ("grids", "backend"):
+            if key in stored and stored[key] != meta.get(key):
+                raise ConfigError(f"{key}: {meta.get(key)!r} given, but study {name!r} was created with {key} "
+                                  f"{stored[key]!r}; allowed: {stored[key]!r} to resume it, or another search.study_name")
     return study
 
 
