@@ -4,15 +4,12 @@ all three pairs run, so a slow host's two pairs meet the fine third one."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
-import yaml
 
 from cluster_fixture import ns_cluster  # noqa: F401  (fixture)
 from conftest import assert_no_processes
 from envmatrix.bisect.hosts import OK, SLOW, localise
-from test_host_bisect_slow import fabric, hosts
+from test_host_bisect_slow import fabric, hosts, namespace_hosts_conf, run_host_bisect
 
 
 @pytest.mark.parametrize("bad", ["emh0", "emh1", "emh2"])
@@ -50,27 +47,16 @@ def test_a_host_slowed_less_than_the_three_host_limit_is_not_named():
     assert localise(hosts(3), fabric(slow={"emh1"}, capped=0.5 / 5, spread=1.0), relative=True).culprits == []
 
 
-def _bisect(cli, conf, hostfile, out):
-    proc = cli.run("bisect", "--hosts", str(hostfile), f"conf={conf}", "--grid", "1x1", "--out", str(out), timeout=420)
-    report = json.loads((out / "host_bisect.json").read_text()) if (out / "host_bisect.json").exists() else {}
-    return proc, report
-
-
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_three_namespace_hosts_healthy_name_no_one_and_a_rate_limited_one_is_excluded(ns_cluster, cli, tmp_path):  # noqa: F811
     cluster = ns_cluster(3)
-    # as test_host_bisect_slow's five-host run: the median of 20 iterations, 20 Mbit/s far below a healthy pair
-    probe = {"timeout_s": 120, "bench": {"collectives": ["allreduce"], "min_bytes": "256K", "max_bytes": "256K",
-                                         "iters": 20, "warmup": 2}}
-    conf = tmp_path / "c.yaml"
-    conf.write_text(yaml.safe_dump(cluster.conf(grids=["1x1"], probe=probe)))
-    hostfile = cluster.hostfile(tmp_path / "hosts.txt", slots=1)
-    healthy, report = _bisect(cli, conf, hostfile, tmp_path / "healthy")
+    conf, hostfile = namespace_hosts_conf(cluster, tmp_path)  # as the five-host run of test_host_bisect_slow
+    healthy, report = run_host_bisect(cli, conf, hostfile, tmp_path / "healthy")
     assert healthy.returncode == 0 and report["culprits"] == [], healthy.stdout[-3000:] + healthy.stderr[-2000:]
     assert report["pairs"] is not None and len(report["pairs"]["pairs"]) == 3  # judged: every pair measured
     cluster.rate_limit("node2", "20mbit")  # node2 plays the first two rounds (the case that needs all three pairs)
-    proc, report = _bisect(cli, conf, hostfile, tmp_path / "slow")
+    proc, report = run_host_bisect(cli, conf, hostfile, tmp_path / "slow")
     evidence = [(e["round"], e["hosts"], e["verdict"], e.get("gbps")) for e in report.get("evidence", [])]
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-2000:]  # was 0: no pair round below 4 hosts
     assert report["culprits"] == [["node2"]] and report["exclude"] == ["node2"] and report["complete"], evidence

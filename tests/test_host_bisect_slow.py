@@ -171,10 +171,21 @@ def test_a_baseline_at_another_size_cannot_judge_and_no_bench_says_what_is_judge
     assert proc.returncode == 3 and "the probe measures no bandwidth (probe.bench unset)" in proc.stderr
 
 
-def _bisect(cli, conf, hosts, out, *extra):
+def run_host_bisect(cli, conf, hosts, out, *extra):
     proc = cli.run("bisect", "--hosts", str(hosts), f"conf={conf}", "--grid", "1x1", "--out", str(out), *extra, timeout=420)
     report = json.loads((out / "host_bisect.json").read_text()) if (out / "host_bisect.json").exists() else {}
     return proc, report
+
+
+def namespace_hosts_conf(cluster, tmp_path):
+    """The config and hostfile of a host bisect on namespace hosts. 20 iterations: the figure is the median
+    iteration's, and on two loaded cores 4 iterations spread healthy pairs of one round up to 4x, 20 within 1.7x
+    (benchmarks/host_bisect_slow.md); a 20 Mbit/s host is 100x below them."""
+    probe = {"timeout_s": 120, "bench": {"collectives": ["allreduce"], "min_bytes": "256K", "max_bytes": "256K",
+                                         "iters": 20, "warmup": 2}}
+    conf = tmp_path / "c.yaml"
+    conf.write_text(yaml.safe_dump(cluster.conf(grids=["1x1"], probe=probe)))
+    return conf, cluster.hostfile(tmp_path / "hosts.txt", slots=1)
 
 
 @pytest.mark.slow
@@ -183,19 +194,13 @@ def test_a_rate_limited_host_among_five_is_named_alone_with_and_without_a_baseli
     """Issue 39 point 9 on real namespace hosts: node3's link capped at 20 Mbit/s; no expect: floors. Main named
     nothing without a baseline (no floor, so nothing was slow) and extra hosts with one."""
     cluster = ns_cluster(5)
-    # 20 iterations: the figure is the median iteration's, and on two loaded cores 4 iterations spread healthy pairs
-    # of one round up to 4x, 20 within 1.7x (benchmarks/host_bisect_slow.md); 20 Mbit/s is 100x below them
-    probe = {"timeout_s": 120, "bench": {"collectives": ["allreduce"], "min_bytes": "256K", "max_bytes": "256K",
-                                         "iters": 20, "warmup": 2}}
-    conf = tmp_path / "c.yaml"
-    conf.write_text(yaml.safe_dump(cluster.conf(grids=["1x1"], probe=probe)))
-    hosts = cluster.hostfile(tmp_path / "hosts.txt", slots=1)
+    conf, hosts = namespace_hosts_conf(cluster, tmp_path)
     base = tmp_path / "base"  # the baseline: a host bisect of the healthy hosts, as the issue's user recorded it
-    healthy, report = _bisect(cli, conf, hosts, base)
+    healthy, report = run_host_bisect(cli, conf, hosts, base)
     assert healthy.returncode == 0 and report["culprits"] == [], healthy.stdout[-3000:] + healthy.stderr[-2000:]
     cluster.rate_limit("node3", "20mbit")
     for name, extra in (("plain", ()), ("baseline", ("--baseline", str(base), "--tolerance", "50%"))):
-        proc, report = _bisect(cli, conf, hosts, tmp_path / name, *extra)
+        proc, report = run_host_bisect(cli, conf, hosts, tmp_path / name, *extra)
         evidence = [(e["round"], e["hosts"], e["verdict"], e.get("gbps")) for e in report.get("evidence", [])]
         assert proc.returncode == 1, (name, proc.stdout[-3000:] + proc.stderr[-2000:])
         assert report["culprits"] == [["node3"]] and report["exclude"] == ["node3"] and report["complete"], evidence
