@@ -450,6 +450,31 @@ def run_search(
     min_for_abort: int = 3,
     deadline: Optional[float] = None,
 ) -> LoopStats:
+    """:func:`ask_and_tell`; interrupted (Ctrl-C, SIGTERM) anywhere between an ask and its tell, not only in the probe,
+    this worker hands its trial back before it exits: a peer on another host would wait heartbeat_grace_s for it."""
+    worker = worker or Worker.me()
+    try:
+        return ask_and_tell(study, space, objectives, evaluate, settings, worker, listener, min_for_abort, deadline)
+    except KeyboardInterrupt:
+        from optuna.trial import TrialState
+
+        for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+            if (t.user_attrs.get("worker_host"), t.user_attrs.get("worker_pid")) == (worker.host, worker.pid):
+                hand_back(study, t, f"worker {worker.host}:{worker.pid} was interrupted ({interrupts.described()})")
+        raise
+
+
+def ask_and_tell(
+    study: Any,
+    space: SearchSpace,
+    objectives: Sequence[Objective],
+    evaluate: Evaluator,
+    settings: SearchSettings,
+    worker: Worker,
+    listener: Optional[Listener] = None,
+    min_for_abort: int = 3,
+    deadline: Optional[float] = None,
+) -> LoopStats:
     """Ask/tell until the study holds ``settings.trials`` trials (none of them still running on a peer, whose
     worker may yet die and leave it to be re-run), ``settings.budget_s`` is spent (checked before
     each ask: a trial under way finishes; ``deadline``: the study's window as time.time(), search.fleet.budget_window;
@@ -457,7 +482,6 @@ def run_search(
     from optuna.exceptions import UpdateFinishedTrialError
     from optuna.trial import TrialState
 
-    worker = worker or Worker.me()
     notify = listener or (lambda *_: None)
     stats = LoopStats(recovered=recover_stale(study, settings.heartbeat_grace_s, worker.host))
     allowed = len(space.allowed_rows())
@@ -518,12 +542,7 @@ def run_search(
         else:
             notify("trial", trial, None)
             with Heartbeat.of_trial(study, trial._trial_id, settings.heartbeat_interval_s):
-                try:
-                    outcome = evaluate(trial.number, setup)
-                except KeyboardInterrupt:  # handed back now: a peer on another host would wait heartbeat_grace_s
-                    hand_back(study, study._storage.get_trial(trial._trial_id),
-                              f"worker {worker.host}:{worker.pid} was interrupted ({interrupts.described()})")
-                    raise
+                outcome = evaluate(trial.number, setup)  # interrupted: run_search hands the trial back
             stats.probed += 1
         try:
             for key, value in outcome.attrs.items():
