@@ -86,3 +86,14 @@ def test_a_study_resumed_on_other_grids_is_refused_before_any_trial(cli, tmp_pat
     assert again.returncode == 2, again.stdout + again.stderr
     assert "grids: ['1x2'] given, but study 'grids' was created with grids ['1x1']" in again.stderr, again.stderr
     assert len(load(tmp_path / "run", "grids").trials) == 1
+
+
+def test_the_printed_export_line_runs_as_pasted_for_a_run_directory_with_a_space(cli, tmp_path):
+    path = conf(tmp_path / "pasted.yaml", "{NCCL_ALGO: [Ring, Tree]}", "confirm_top_k: 0", "baseline: false")
+    done = run_search(cli, "search", f"conf={path}", "--out", str(tmp_path / "run 'a' dir"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    line = next(l for l in done.stdout.splitlines() if l.startswith("export: "))[len("export: "):]
+    pasted = subprocess.run(["bash", "-c", line.replace("envmatrix", f"{sys.executable} -m envmatrix", 1)],
+                            cwd=cli.cwd, env=cli.env, capture_output=True, text=True, timeout=120)
+    assert pasted.returncode == 0, line + pasted.stdout + pasted.stderr
+    assert (tmp_path / "run 'a' dir" / "export" / "best.sh").read_text().count("export NCCL_ALGO=Ring") == 1

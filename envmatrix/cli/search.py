@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from typing import Any
 
@@ -49,9 +50,10 @@ def cmd_search(args: argparse.Namespace) -> int:
     print_report(console, done.report)
     settings, run_dir = done.plan.settings, done.outputs.run_dir
     console.print(f"report: {done.markdown}; store {done.store_path}", markup=False)
-    console.print(f"export: envmatrix export {'--out ' + run_dir if not settings.storage else '--storage ' + done.storage} "
-                  f"--study-name {settings.study_name}", markup=False)
-    console.print(f"dashboard: optuna-dashboard {done.storage}", markup=False)
+    # lines to paste into a shell: a run directory or storage URL with a space or a quote stays one word
+    where = ["--out", run_dir] if not settings.storage else ["--storage", done.storage]
+    console.print("export: " + shlex.join(["envmatrix", "export", *where, "--study-name", settings.study_name]), markup=False)
+    console.print(f"dashboard: optuna-dashboard {shlex.quote(done.storage)}", markup=False)
     print_outputs(console, done.outputs)
     if done.aborted is not None:
         raise done.aborted
