@@ -9,7 +9,7 @@ import subprocess
 import pytest
 
 from envmatrix.bisect.envfile import format_env_file, parse_env_file
-from envmatrix.env.atoms import Atom
+from envmatrix.env.atoms import Atom, Setup
 from envmatrix.env.merge import materialize
 from envmatrix.errors import ConfigError
 
@@ -139,9 +139,23 @@ def test_round_trip_of_seed_blocks():
         assert parse_env_file(formatted, {"LD_LIBRARY_PATH": "/x"}) == expected
     assert format_env_file(SEED_BLOCKS["3"][1]) == (
         "export NCCL_NET='AWS Libfabric'\n"
-        "export LD_LIBRARY_PATH=/soft/libraries/aws-ofi-nccl/v1.9.1-aws/lib:$LD_LIBRARY_PATH\n"
-        "export LD_LIBRARY_PATH=/soft/libraries/hwloc/lib/:$LD_LIBRARY_PATH\n"
+        "export LD_LIBRARY_PATH=/soft/libraries/aws-ofi-nccl/v1.9.1-aws/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}\n"
+        "export LD_LIBRARY_PATH=/soft/libraries/hwloc/lib/${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}\n"
     )
+
+
+@pytest.mark.parametrize("inherited", [{}, {"P": ""}, {"P": "/base", "Q": "/q"}])
+def test_written_lines_give_in_bash_the_env_the_run_had(inherited):
+    # "X:$P" with P unset or empty leaves "X:", and an empty entry of a path list is the current directory, which the
+    # run (env/merge.py) never had: the lines add the ':' only where the variable holds something
+    atoms = (Atom("P", "prepend", "/a b"), Atom("P", "prepend", "/c"), Atom("Q", "append", "/y"), Atom("N", "set", "1"))
+    text = format_env_file(atoms)
+    shown = subprocess.run(["bash", "-c", text + 'printf "%s|%s" "$P" "$Q"'], env=inherited, capture_output=True,
+                           text=True, check=True).stdout
+    env = materialize(inherited, atoms)
+    assert shown == f"{env.get('P', '')}|{env.get('Q', '')}" and not shown.startswith(":") and ":|" not in shown
+    assert parse_env_file(text, inherited) == atoms  # and the lines read back as the same atoms
+    assert Setup("s", atoms).shell_lines() == text.splitlines()  # bisect's and export's lines: the same renderer
 
 
 def test_round_trip_of_awkward_values():

@@ -93,8 +93,8 @@ def test_dry_run_prints_plan_and_writes_nothing(cli, tmp_path):
     done = cli.run("sweep", "conf=aws_ofi.yaml", "backend=gloo", "--dry-run", "--out", str(tmp_path / "o"))
     assert done.returncode == 0, done.stderr
     assert "4 setups x 4 grids = 16 runs" in done.stdout
-    assert "export LD_LIBRARY_PATH=/soft/libraries/hwloc/lib/:$LD_LIBRARY_PATH" in done.stdout
-    assert "export LD_LIBRARY_PATH=/soft/libraries/aws-ofi-nccl/v1.9.1-aws/lib:$LD_LIBRARY_PATH" in done.stdout
+    assert "export LD_LIBRARY_PATH=/soft/libraries/hwloc/lib/${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" in done.stdout
+    assert "export LD_LIBRARY_PATH=/soft/libraries/aws-ofi-nccl/v1.9.1-aws/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" in done.stdout
     assert not (tmp_path / "o").exists()
 
 

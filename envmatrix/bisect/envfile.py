@@ -7,7 +7,8 @@ quotes, backslash escapes and ``$VAR`` / ``${VAR}`` references. Everything else
 after the assignments, ...) is a :class:`ConfigError` naming ``where:line``.
 
 Path lists: ``VAR=X1:X2:$VAR`` becomes ``prepend`` atoms X1, X2 and
-``VAR=$VAR:Y1`` ``append`` atoms, one atom per entry. Several such lines for the
+``VAR=$VAR:Y1`` ``append`` atoms, one atom per entry (``${VAR:+:$VAR}`` and
+``${VAR:+$VAR:}``, the forms envmatrix writes, read as ``:$VAR`` and ``$VAR:``). Several such lines for the
 same VAR accumulate in the order a shell would produce, so seed 003's::
 
     export LD_LIBRARY_PATH=/soft/libraries/aws-ofi-nccl/v1.9.1-aws/lib:$LD_LIBRARY_PATH
@@ -19,16 +20,16 @@ gives prepend(/soft/libraries/hwloc/lib/), prepend(/soft/libraries/aws-ofi-nccl/
 Atoms come out grouped by variable, in order of each variable's first
 appearance; within a variable: its set/unset atom (if any), then prepends, then
 appends. ``format_env_file`` writes such a tuple back as ``export`` lines that
-parse to the same atoms.
+parse to the same atoms (``env.atoms.shell_line``: a path entry adds no empty
+entry, the current directory, where the variable is unset).
 """
 
 from __future__ import annotations
 
 import re
-import shlex
 from typing import Mapping, Sequence
 
-from envmatrix.env.atoms import APPEND, PREPEND, SET, UNSET, Atom
+from envmatrix.env.atoms import APPEND, PREPEND, SET, UNSET, Atom, shell_line
 from envmatrix.env.merge import materialize
 from envmatrix.errors import ConfigError
 
@@ -75,8 +76,10 @@ _OPERATORS = {
     ")": "')'",
 }
 
-# tokens of one value: ("lit", text) or ("ref", NAME)
+# tokens of one value: ("lit", text), ("ref", NAME), or a path reference that adds its ':' only where NAME is set and
+# not empty, as envmatrix writes path entries: ("lead", NAME) for ${NAME:+:$NAME}, ("trail", NAME) for ${NAME:+$NAME:}
 _Token = tuple[str, str]
+_PATH_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*):\+(:?)\$(?:\{\1\}|\1)(:?)\}")
 
 
 class _Reject(Exception):
@@ -93,6 +96,9 @@ def _read_ref(s: str, i: int) -> tuple[_Token | None, int]:
     nxt = s[i + 1] if i + 1 < len(s) else ""
     if nxt == "(":
         raise _Reject("command substitution $(...) is not supported")
+    path_ref = _PATH_REF.match(s, i)
+    if path_ref and len(path_ref.group(2) + path_ref.group(3)) == 1:
+        return ("lead" if path_ref.group(2) else "trail", path_ref.group(1)), path_ref.end()
     if nxt == "{":
         end = s.find("}", i + 2)
         if end < 0:
@@ -126,7 +132,7 @@ def _lex_value(s: str, i: int) -> tuple[list[_Token], int]:
         if s[i] == "`":
             raise _Reject("command substitution with backticks is not supported")
         tok, i = _read_ref(s, i)
-        if tok[0] == "ref":
+        if tok[0] != "lit":
             flush()
             toks.append(tok)
         else:
@@ -200,8 +206,13 @@ def _split_components(toks: list[_Token]) -> list[list[_Token]]:
     """Split tokens on ':' in literal text: one list of tokens per path component."""
     comps: list[list[_Token]] = [[]]
     for kind, text in toks:
-        if kind == "ref":
-            comps[-1].append((kind, text))
+        if kind == "lead":
+            comps.append([("ref", text)])
+            continue
+        if kind in ("ref", "trail"):
+            comps[-1].append(("ref", text))
+            if kind == "trail":
+                comps.append([])
             continue
         parts = text.split(":")
         for k, part in enumerate(parts):
@@ -213,7 +224,13 @@ def _split_components(toks: list[_Token]) -> list[list[_Token]]:
 
 
 def _expand(toks: Sequence[_Token], env: Mapping[str, str]) -> str:
-    return "".join(text if kind == "lit" else env.get(text, "") for kind, text in toks)
+    def one(kind: str, text: str) -> str:
+        if kind == "lit":
+            return text
+        value = env.get(text, "")
+        return value and {"lead": ":" + value, "trail": value + ":"}.get(kind, value)
+
+    return "".join(one(kind, text) for kind, text in toks)
 
 
 class _VarState:
@@ -372,13 +389,6 @@ def format_env_file(atoms: Sequence[Atom]) -> str:
             raise ConfigError(f"atom {atom.var}: op {atom.op!r} unknown; allowed: set, unset, prepend, append")
     lines: list[str] = []
     for var, st in state.items():
-        if st.base is not None:
-            if st.base.op == UNSET:
-                lines.append(f"unset {var}")
-            else:
-                lines.append(f"export {var}={shlex.quote(st.base.value)}")
-        for value in reversed(st.front):
-            lines.append(f"export {var}={shlex.quote(value)}:${var}")
-        for value in st.back:
-            lines.append(f"export {var}=${var}:{shlex.quote(value)}")
+        ordered = ([st.base] if st.base is not None else []) + [Atom(var, PREPEND, v) for v in reversed(st.front)]
+        lines += [shell_line(a) for a in ordered + [Atom(var, APPEND, v) for v in st.back]]
     return "".join(line + "\n" for line in lines)

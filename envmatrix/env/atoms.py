@@ -79,16 +79,23 @@ class Setup:
         lines, done = [], set()
         for atom in self.atoms:
             if atom.op != PREPEND:
-                lines.append(_shell_line(atom))
+                lines.append(shell_line(atom))
             elif atom.var not in done:
                 done.add(atom.var)
-                lines += [_shell_line(a) for a in reversed(self.atoms) if a.var == atom.var and a.op == PREPEND]
+                lines += [shell_line(a) for a in reversed(self.atoms) if a.var == atom.var and a.op == PREPEND]
         return lines
 
 
-def _shell_line(atom: Atom) -> str:
+def shell_line(atom: Atom) -> str:
+    """``atom`` as a line a shell can source. A path entry adds its ':' only where the variable is set and not empty:
+    ``X:$VAR`` leaves ``X:`` there, and an empty entry of LD_LIBRARY_PATH or PATH is the current directory, which the
+    run never had (env/merge.py joins the non-empty parts only)."""
     import shlex
 
+    if atom.op == PREPEND:
+        return f"export {atom.var}={shlex.quote(atom.value)}${{{atom.var}:+:${atom.var}}}"
+    if atom.op == APPEND:
+        return f"export {atom.var}=${{{atom.var}:+${atom.var}:}}{shlex.quote(atom.value)}"
     return atom.render(shlex.quote, "export ")
 
 
