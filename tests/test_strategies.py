@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from envmatrix.env.atoms import PREPEND, SET, Atom, Setup
+from envmatrix.env.atoms import PREPEND, SET, UNSET, Atom, Setup
 from envmatrix.errors import ConfigError
 from envmatrix.strategies import (
     Strategy,
@@ -192,13 +192,13 @@ def test_product_all_values_no_base_and_name_prefix():
 def test_product_null_means_unset():
     setups = expand([{"kind": "product", "base": "0", "vars": {A: ["PHB", None], "NCCL_ALGO": [None, "Ring"]}}])
     got = by_name(setups)
-    # A=PHB with ALGO unset is the base itself: deduplicated, the base keeps its name
-    assert f"0+{A}=PHB,NCCL_ALGO=unset" not in got
-    assert ("alias", f"0+{A}=PHB,NCCL_ALGO=unset") in setups[0].meta
+    # null is `unset VAR`, as in setups: (the base inherits NCCL_ALGO, so ALGO=unset is not the base)
+    assert got[f"0+{A}=PHB,NCCL_ALGO=unset"].atoms == setups[0].atoms + (Atom("NCCL_ALGO", UNSET),)
     s = got[f"0+{A}=unset,NCCL_ALGO=unset"]
-    assert A not in s.variables and "NCCL_ALGO" not in s.variables and len(s.atoms) == 8
+    assert Atom(A, UNSET) in s.atoms and Atom("NCCL_ALGO", UNSET) in s.atoms and len(s.atoms) == 10
+    assert s.atoms.index(Atom(A, UNSET)) == 0  # in the place of the base's A
     assert dict(s.meta)["vary"] == f"{A}=unset,NCCL_ALGO=unset"
-    assert len(setups) == 1 + 3
+    assert len(setups) == 1 + 4
 
 
 def test_product_bool_and_int_values_are_strings():

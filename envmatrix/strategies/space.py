@@ -2,7 +2,7 @@
 
 ``vars: {VAR: [v1, v2, null] | "all"}`` becomes a :class:`Space`: a base setup,
 the variables in spec order and, per variable, its values as strings (``None``
-stands for "unset": the variable is dropped from the setup). ``forbid:`` is a
+stands for "unset": an ``unset VAR`` atom, as ``VAR: null`` in ``setups:``). ``forbid:`` is a
 list of partial assignments that must never appear together in one row.
 
 Rows are tuples of value *indices* (one per variable), which keeps the
@@ -15,7 +15,7 @@ import itertools
 from dataclasses import dataclass
 from typing import Any, Iterator, Mapping, Sequence
 
-from envmatrix.env.atoms import SET, Atom, Setup, scalar_to_str
+from envmatrix.env.atoms import SET, UNSET, Atom, Setup, scalar_to_str
 from envmatrix.errors import ConfigError, did_you_mean
 from envmatrix.strategies.base import StrategyContext, int_option, name_prefix, refuse_pinned, resolve_base
 
@@ -116,7 +116,8 @@ def apply_assignment(
     """Base atoms with each assigned variable replaced.
 
     A new value takes the place of the variable's first atom in the base (all
-    its other atoms, e.g. path entries, go); ``None`` drops the variable; a
+    its other atoms, e.g. path entries, go); ``None`` becomes an unset atom (as
+    ``VAR: null`` in ``setups:``: a row labelled unset must not inherit the caller's value); a
     variable the base lacks is appended in assignment order.
     """
     new = {var: val for var, val in assignment}
@@ -128,12 +129,15 @@ def apply_assignment(
             continue
         if atom.var not in placed:
             placed.add(atom.var)
-            if new[atom.var] is not None:
-                out.append(Atom(atom.var, SET, new[atom.var]))
+            out.append(_assigned(atom.var, new[atom.var]))
     for var, val in assignment:
-        if var not in placed and val is not None:
-            out.append(Atom(var, SET, val))
+        if var not in placed:
+            out.append(_assigned(var, val))
     return tuple(out)
+
+
+def _assigned(var: str, value: str | None) -> Atom:
+    return Atom(var, UNSET) if value is None else Atom(var, SET, value)
 
 
 def _value(value: Any, where: str) -> str | None:
