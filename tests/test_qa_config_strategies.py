@@ -16,6 +16,7 @@ from conftest import REPO, write_conf
 from envmatrix.catalog import load_catalog
 from envmatrix.config.resolve import CatalogValues
 from envmatrix.env.atoms import SET, UNSET
+from envmatrix.errors import ConfigError
 from envmatrix.strategies import expand_setups
 
 VALUES = CatalogValues(load_catalog())
@@ -157,3 +158,18 @@ def _rank_env(out: Path, run_key: str, rank: str) -> dict[str, str]:
     found = sorted(out.glob(f"logs/*_{run_key}/**/env.{rank}"))
     assert found, f"no env dump of rank {rank} of {run_key}"
     return json.loads(found[-1].read_text())
+
+
+def test_two_unnamed_pairwise_strategies_are_told_to_take_a_prefix():
+    """Both made pw00, pw01, ...: the refusal named neither strategy nor the way out (a `name:` prefix)."""
+    spec = {"kind": "pairwise", "vars": {"NCCL_ALGO": ["Ring", "Tree"], "NCCL_PROTO": ["LL", "Simple"]}}
+    other = {"kind": "pairwise", "vars": {"NCCL_ALGO": ["Ring", "Tree"], "NCCL_BUFFSIZE": ["1024", "2048"]}}
+    with pytest.raises(ConfigError, match=r"^c\.yaml: strategies\[1\]: makes setup 'pw00', also made by strategies\[0\] "
+                                          r"with a different env; .* \(give this strategy its own prefix, e\.g\. name: s1_\)$"):
+        expand_setups(None, [spec, other], VALUES, where="c.yaml")
+    with pytest.raises(ConfigError, match=r"^c\.yaml: strategies\[0\]: makes setup 'pw00', also made by setups "):
+        expand_setups({"pw00": {"NCCL_ALGO": "Tree"}}, [spec], VALUES, where="c.yaml")
+    named = expand_setups(None, [spec, {**other, "name": "s1_"}], VALUES)
+    assert len({s.name for s in named}) == len(named) == 8
+    same = expand_setups(None, [spec, spec], VALUES)  # the same rows again: dropped as duplicates, no clash
+    assert [s.name for s in same] == [s.name for s in expand_setups(None, [spec], VALUES)]

@@ -429,7 +429,8 @@ def test_path_order_matters_for_dedupe():
 
 
 def test_name_clash_is_refused():
-    with pytest.raises(ConfigError, match=r"^config: setups: name '0-a' is used twice"):
+    with pytest.raises(ConfigError, match=r"^config: strategies\[1\]: makes setup '0-a', also made by strategies\[0\] "
+                                          r"with a different env; setup names must be unique \(rename the other setup\)$"):
         expand([{"kind": "explicit", "setups": {"0-a": {"X": 1}}}, {"kind": "leave_out", "base": "0", "vars": [A, B]}])
 
 

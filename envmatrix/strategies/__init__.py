@@ -56,8 +56,9 @@ def expand_setups(
     out: list[Setup] = []
     by_key: dict[tuple, int] = {}
     named: dict[str, Setup] = {}
+    made_by: dict[str, str] = {}  # name -> the config entry that made it, for a clash's message
 
-    def add(setups: list[Setup]) -> None:
+    def add(setups: list[Setup], source: str, hint: str = "") -> None:
         for s in setups:
             named.setdefault(s.name, s)
             key = setup_key(s)
@@ -67,10 +68,15 @@ def expand_setups(
                 if s.name != kept.name:
                     out[i] = dataclasses.replace(kept, meta=kept.meta + (("alias", s.name),))
                 continue
+            if s.name in made_by:
+                # e.g. two pairwise strategies without name: both make pw00, pw01, ... with different envs
+                raise ConfigError(f"{where}: {source}: makes setup {s.name!r}, also made by {made_by[s.name]} with a "
+                                  f"different env; setup names must be unique{hint}")
+            made_by[s.name] = source
             by_key[key] = len(out)
             out.append(s)
 
-    add(parse_setups(explicit, f"{where}: setups", origin="explicit"))
+    add(parse_setups(explicit, f"{where}: setups", origin="explicit"), "setups")
 
     if strategies is not None:
         if isinstance(strategies, (str, bytes, Mapping)) or not isinstance(strategies, Sequence):
@@ -86,7 +92,9 @@ def expand_setups(
                 )
             strategy = get_strategy(spec.get("kind"), swhere)
             ctx = StrategyContext(named=dict(named), values=values, seed=seed, where=swhere)
-            add(strategy.generate(spec, ctx))
+            hint = (" (give this strategy its own prefix, e.g. name: s%d_)" % i if "name" in strategy.keys
+                    else " (rename the other setup)")
+            add(strategy.generate(spec, ctx), f"strategies[{i}]", hint)
 
     if not out:
         raise ConfigError(f"{where}: no setups: give `setups:` or `strategies:`")
