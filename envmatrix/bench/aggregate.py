@@ -12,7 +12,8 @@ from __future__ import annotations
 import statistics
 from typing import Any, Iterable, Mapping, Optional
 
-from envmatrix.bench.formulas import bandwidths
+from envmatrix.bench.formulas import ALL, bandwidths
+from envmatrix.bench.sizes import printed_count
 
 
 def headline_rows(metrics: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
@@ -32,6 +33,14 @@ def headline_bw(m: Mapping[str, Any]) -> Optional[float]:
     return m.get("busbw_gbps") if m.get("busbw_gbps") is not None else m.get("algbw_gbps")
 
 
+def _printed(collective: str, count: Optional[int], ranks: int) -> Optional[int]:
+    """A rank's element count (its whole buffer) as nccl-tests' count column, the one its parser stores."""
+    spec = ALL.get(collective)
+    if count is None or spec is None or spec.nccl_tests_binary is None:
+        return count
+    return printed_count(count, ranks, spec.split_by_ranks)
+
+
 def aggregate_rows(rank_rows: Iterable[dict[str, Any]], ranks: int) -> list[dict[str, Any]]:
     groups: dict[tuple, list[dict[str, Any]]] = {}
     for row in rank_rows:
@@ -45,7 +54,7 @@ def aggregate_rows(rank_rows: Iterable[dict[str, Any]], ranks: int) -> list[dict
             {
                 "collective": collective,
                 "size_bytes": size,
-                "count": rows[0].get("count"),
+                "count": _printed(collective, rows[0].get("count"), ranks),
                 "dtype": dtype,
                 "in_place": bool(rows[0].get("in_place")),  # torch's own allreduce/broadcast/reduce
                 "time_us": time_us,

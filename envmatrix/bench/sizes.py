@@ -78,3 +78,10 @@ def aligned_count(size_bytes: int, type_size: int, ranks: int, split_by_ranks: b
     if split_by_ranks:
         count = max(ranks, count // ranks * ranks)
     return count
+
+
+def printed_count(total_count: int, ranks: int, split_by_ranks: bool) -> int:
+    """The ``count`` column nccl-tests prints for a buffer of ``total_count`` elements: its per-rank count (paramcount)
+    where chunks are per rank (all_gather, reduce_scatter, alltoall), so builtin rows and parsed nccl-tests rows mean
+    the same."""
+    return total_count // ranks if split_by_ranks else total_count
