@@ -41,6 +41,12 @@ def _printed(collective: str, count: Optional[int], ranks: int) -> Optional[int]
     return printed_count(count, ranks, spec.split_by_ranks)
 
 
+def _wrong(rows: list[dict[str, Any]]) -> Optional[int]:
+    """#wrong summed over ranks; None ("N/A", as nccl-tests -c 0 prints) where no rank checked its values."""
+    checked = [int(r["wrong"]) for r in rows if r.get("wrong") is not None]
+    return sum(checked) if checked else None
+
+
 def aggregate_rows(rank_rows: Iterable[dict[str, Any]], ranks: int) -> list[dict[str, Any]]:
     groups: dict[tuple, list[dict[str, Any]]] = {}
     for row in rank_rows:
@@ -63,7 +69,7 @@ def aggregate_rows(rank_rows: Iterable[dict[str, Any]], ranks: int) -> list[dict
                 "time_max_us": max(r["time_max_us"] for r in rows),
                 "algbw_gbps": algbw,
                 "busbw_gbps": busbw,
-                "wrong": sum(int(r.get("wrong") or 0) for r in rows),
+                "wrong": _wrong(rows),
                 "ranks_reporting": len(rows),
                 "iters": rows[0].get("iters"),
                 "timing": rows[0].get("timing"),
