@@ -203,7 +203,8 @@ def compose_config(overrides: Sequence[str]) -> tuple[Any, Path]:
         if key in allowed and text:
             check_scalar_kind(f"override {item}", key, _override_value(item))
     check_override_keys(rest)
-    rest = [_open_mapping_override(o) for o in rest]
+    written = [(_open_mapping_override(o), o) for o in rest]  # messages quote what the user wrote, not the ++ form
+    rest = [sent for sent, _ in written]
     store = ConfigStore.instance()
     store.store(name="envmatrix_schema", node=SweepSchema)
     store.store(group="conf", name="selected", node=content, package="_global_")
@@ -230,7 +231,10 @@ def compose_config(overrides: Sequence[str]) -> tuple[Any, Path]:
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
             cfg = compose(config_name="config", overrides=["conf=selected", *group, *rest])
     except (HydraException, OmegaConfBaseException, ValueError) as exc:
-        raise ConfigError(_explain(exc, conf_file, rest)) from None
+        explained = _explain(exc, conf_file, rest)
+        for sent, given in written:
+            explained = explained.replace(f"override {sent}:", f"override {given}:")
+        raise ConfigError(explained) from None
     OmegaConf.set_readonly(cfg, True)
     return cfg, conf_file
 
@@ -256,6 +260,11 @@ def check_override_keys(overrides: Sequence[str]) -> None:
                               "results go)")
         if "=" in item and top not in allowed and top != "probe":
             raise ConfigError(f"override {item}: unknown key {top!r}{suggest_key(top)}; allowed: {', '.join(allowed)}")
+        path = item[1:].split("=", 1)[0].split(".")
+        if item.startswith("~") and len(path) == 2 and path[0] in LIST_KEYS:  # Hydra's own answer is a TypeError
+            raise ConfigError(f"override {item}: removes an entry of the list {path[0]}, which an override cannot; "
+                              f"allowed: {path[0]}=[...] (the list without it)"
+                              + (f", or ~{path[0]}.N.KEY (a key of entry N)" if path[0] == "strategies" else ""))
         if item.startswith("~") and item[1:].split("=", 1)[0] in allowed:
             # every resolved config has each schema key (resolve reads them); removing one is a value of its own
             key = item[1:].split("=", 1)[0]
@@ -350,7 +359,8 @@ def _parses(parser: Any, override: str) -> bool:
 
 # Schema fields that are free-form mappings: a dotted override may create keys the config lacks
 # (launcher_opts.mpirun.extra_args=[...]); the owning module then checks them with its own did-you-mean.
-OPEN_MAPPINGS = ("setups", "probe", "search", "launcher_opts", "expect", "network", "network_options")
+# strategies is a list of such mappings (strategies.0.labels={...}; each kind checks its keys).
+OPEN_MAPPINGS = ("setups", "probe", "search", "launcher_opts", "expect", "network", "network_options", "strategies")
 
 
 def _open_mapping_override(item: str) -> str:
@@ -432,6 +442,11 @@ def _explain(exc: BaseException, conf_file: Path, overrides: Sequence[str]) -> s
             where = f"override {given}" if given is not None else conf_file.name
             return f"{where}: {key}: {line.strip()}; allowed: {SCHEMA_KINDS.get(key, 'a value of the type the key has')}"
     full_key = next((ln.split(":", 1)[1].strip() for ln in full.splitlines() if "full_key:" in ln), "")
+    if "list index out of range" in full and "Error merging override " in message:
+        item = message.split("Error merging override ", 1)[1]
+        top = full_key.split("[", 1)[0]
+        return (f"override {item}: {full_key} is past the end of the list {top}; allowed: an index of an entry the "
+                f"config has (from 0), or {top}=[...] for the whole list")
     if full_key or "Cannot merge" in full or "raised while composing" in message:
         # a value of the wrong kind (a list where a mapping goes, text where a list goes): Hydra names no key
         # for the config file's own values, so the file's top-level keys are checked against the schema here
