@@ -173,3 +173,24 @@ def test_two_unnamed_pairwise_strategies_are_told_to_take_a_prefix():
     assert len({s.name for s in named}) == len(named) == 8
     same = expand_setups(None, [spec, spec], VALUES)  # the same rows again: dropped as duplicates, no clash
     assert [s.name for s in same] == [s.name for s in expand_setups(None, [spec], VALUES)]
+
+
+def test_setups_by_grids_by_conditions_plan_unique_stable_keys_grid_major():
+    from envmatrix.network.conditions import parse_condition
+    from envmatrix.planning import ProbeSpec, parse_grids, plan_runs
+
+    setups = expand_setups({"a": {}, "b": {"NCCL_ALGO": "Ring"}, "same_as_b": {"NCCL_ALGO": "Ring"}},
+                           [{"kind": "pairwise", "vars": {"NCCL_PROTO": ["LL", None], "QA_V": ["1", "2"]}}], VALUES)
+    grids = parse_grids(["2x2", "1x2", "1x1", "2x1", "4x2", "1x4"])
+    conditions = (parse_condition("fast", "rate=10gbit", "n"), parse_condition("slow", "delay=5ms", "n"),
+                  parse_condition("plain", "default", "n"))
+    probe = ProbeSpec.make("builtin", {"timeout_s": 60})
+    runs = plan_runs(setups, grids, probe, "gloo", "local", conditions)
+    assert len(runs) == len(setups) * len(grids) * len(conditions) and len(setups) == 2 + 4  # same_as_b folded into b
+    assert len({r.key for r in runs}) == len(runs)
+    assert [r.grid.label for r in runs[:: len(setups) * 3]] == ["1x1", "1x2", "2x1", "1x4", "2x2", "4x2"]
+    again = plan_runs(list(reversed(setups)), list(reversed(grids)), probe, "gloo", "local", conditions)
+    assert {(r.setup.name, r.grid, r.network.name): r.key for r in again} == \
+        {(r.setup.name, r.grid, r.network.name): r.key for r in runs}
+    unshaped = {(r.setup.name, r.grid): r.key for r in plan_runs(setups, grids, probe, "gloo", "local")}
+    assert all(unshaped[(r.setup.name, r.grid)] == r.key for r in runs if r.network.name == "plain")
