@@ -84,6 +84,7 @@ def bench(request: BenchRequest, listener: Any = None,
     """``on_run`` gets each backend's bench as it finishes (before the next backend starts); ``warn`` the line about
     set variables a backend never reads."""
     from envmatrix.bench.expect import unmeasured_warning
+    from envmatrix.bench.formulas import ALL
     from envmatrix.catalog.backends import check_varied
     from envmatrix.config.resolve import ranks_elsewhere, resolve_backend
     from envmatrix.app.sweep import plan_sweep, run_sweep
@@ -109,6 +110,10 @@ def bench(request: BenchRequest, listener: Any = None,
     unjudged = unmeasured_warning(first.expectations, first.probe.params.get("bench"), first.probe.name)
     if unjudged:
         warn(unjudged)
+    alone = [c for c in (first.probe.params.get("bench") or {}).get("collectives") or ()
+             if c in ALL and ALL[c].needs_peer and first.grids[0].world < 2]
+    if alone:  # the ranks skip them; said here so an empty table is not read as a pass
+        warn(f"warning: {', '.join(alone)} need two ranks; grid {first.grids[0]} has one: not measured")
     # a condition that cannot be applied is refused here, before anything is launched or written
     shaping = [plan_shaping(inp, launcher, pins, len(gpus)) for inp, launcher in inputs]
     run_dir = em_paths.run_dir(request.out, "bench")

@@ -41,6 +41,8 @@ class CollectiveSpec:
     tuner_name: Optional[str] = None
     # measured pair by pair in the rounds the driver planned (planning/pairs.py), not once over all ranks
     pairwise: bool = False
+    # point-to-point between distinct ranks: not measured on a one-rank grid (the driver warns)
+    needs_peer: bool = False
 
 
 def _ring(n: int) -> float:
@@ -62,25 +64,25 @@ COLLECTIVES: dict[str, CollectiveSpec] = {
     "alltoall": CollectiveSpec("alltoall", _gather, True, "alltoall_perf", "build_alltoall", direct=True),
     "broadcast": CollectiveSpec("broadcast", _one, False, "broadcast_perf", "build_broadcast", direct=True, tuner_name="broadcast"),
     "reduce": CollectiveSpec("reduce", _one, False, "reduce_perf", "build_reduce", tuner_name="reduce"),
-    "sendrecv": CollectiveSpec("sendrecv", _one, False, "sendrecv_perf", "build_sendrecv"),
+    "sendrecv": CollectiveSpec("sendrecv", _one, False, "sendrecv_perf", "build_sendrecv", needs_peer=True),
 }
 
 PATTERNS: dict[str, CollectiveSpec] = {
-    "p2p": CollectiveSpec("p2p", _one, False, None, "build_p2p", blocking_only=True),
+    "p2p": CollectiveSpec("p2p", _one, False, None, "build_p2p", blocking_only=True, needs_peer=True),
     "ps_central": CollectiveSpec("ps_central", None, False, None, "build_ps_central", blocking_only=True),
     "ps_sharded": CollectiveSpec("ps_sharded", None, True, None, "build_ps_sharded", blocking_only=True),
     # Peer-group all-to-all (issue 34, seed 002): grouped send/recv of the message size to the planned peers
     # (planning/peers.py); the row's size is what one rank sends (messages x message size), so algbw is seed
     # 002's GB/s per rank, and every byte crosses to a peer (factor 1).
-    "alltoall_all": CollectiveSpec("alltoall_all", _one, False, None, "build_alltoall_all", blocking_only=True),
-    "alltoall_rail": CollectiveSpec("alltoall_rail", _one, False, None, "build_alltoall_rail", blocking_only=True),
-    "alltoall_cross": CollectiveSpec("alltoall_cross", _one, False, None, "build_alltoall_cross", blocking_only=True),
+    "alltoall_all": CollectiveSpec("alltoall_all", _one, False, None, "build_alltoall_all", blocking_only=True, needs_peer=True),
+    "alltoall_rail": CollectiveSpec("alltoall_rail", _one, False, None, "build_alltoall_rail", blocking_only=True, needs_peer=True),
+    "alltoall_cross": CollectiveSpec("alltoall_cross", _one, False, None, "build_alltoall_cross", blocking_only=True, needs_peer=True),
     # Pair tests (issue 34, seeds 000 and 004), one row per (ordered) pair: one-way bandwidth, both ways at once
     # (size: both directions together), and latency (half a ping-pong round trip: no bandwidth).
-    "pair_uni": CollectiveSpec("pair_uni", _one, False, None, "build_pair_uni", blocking_only=True, pairwise=True),
-    "pair_bidir": CollectiveSpec("pair_bidir", _one, False, None, "build_pair_bidir", blocking_only=True, pairwise=True),
+    "pair_uni": CollectiveSpec("pair_uni", _one, False, None, "build_pair_uni", blocking_only=True, pairwise=True, needs_peer=True),
+    "pair_bidir": CollectiveSpec("pair_bidir", _one, False, None, "build_pair_bidir", blocking_only=True, pairwise=True, needs_peer=True),
     "pair_latency": CollectiveSpec("pair_latency", None, False, None, "build_pair_latency", blocking_only=True,
-                                   pairwise=True),
+                                   pairwise=True, needs_peer=True),
 }
 
 ALL = {**COLLECTIVES, **PATTERNS}

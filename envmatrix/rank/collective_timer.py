@@ -18,7 +18,7 @@ from typing import Any, Callable, Optional
 from envmatrix.bench.formulas import ALL, collective_spec
 from envmatrix.bench.sizes import aligned_count, warmup_sweep
 from envmatrix.bench.timing import check_timing
-from envmatrix.rank.peer_patterns import (PEER_ROWS, build_alltoall_all, build_alltoall_cross,  # noqa: F401
+from envmatrix.rank.peer_patterns import (build_alltoall_all, build_alltoall_cross,  # noqa: F401
                                           build_alltoall_rail, build_pair_bidir, build_pair_latency, build_pair_uni,
                                           run_pairwise)
 
@@ -542,7 +542,7 @@ def run_bench(
     tried_direct = False
     warnings.filterwarnings("ignore", category=FutureWarning)
     for name in collectives:
-        if (name in ("p2p", "sendrecv") or name in PEER_ROWS or collective_spec(name).pairwise) and c.world < 2:
+        if collective_spec(name).needs_peer and c.world < 2:
             continue  # point-to-point needs a peer
         spec = collective_spec(name)
         if spec.pairwise:
