@@ -93,6 +93,7 @@ def test_direct_buffers_are_the_first_bytes_of_one_arena_per_direction_like_nccl
     assert arena(old_lib, 1 << 20) is None  # a libnccl before 2.19 has no ncclMemAlloc: torch's buffers, not an error
 
 
+@pytest.mark.slow  # imports torch in the test process: 5.3 s under load
 def test_graph_capture_binds_only_a_library_this_process_mapped():
     import torch  # noqa: F401  (maps torch's libraries, as in a rank)
 
