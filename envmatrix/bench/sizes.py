@@ -69,7 +69,7 @@ def warmup_sweep(sizes: list[int], max_bytes: int = 0) -> list[int]:
     return warm
 
 
-DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "int32": 4}  # the driver's view of probes.builtin.DTYPES
+DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "int32": 4}  # the bench's dtypes (probes.builtin.DTYPES) and sizes
 
 
 def aligned_count(size_bytes: int, type_size: int, ranks: int, split_by_ranks: bool) -> int:

@@ -7,7 +7,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 from envmatrix import values
 from envmatrix.bench.formulas import ALL
-from envmatrix.bench.sizes import SWEEP_KEYS, parse_size, size_sweep
+from envmatrix.bench.sizes import DTYPE_BYTES, SWEEP_KEYS, parse_size, size_sweep
 from envmatrix.bench.timing import DEFAULT_TIMING, check_timing
 from envmatrix.errors import ConfigError, did_you_mean
 from envmatrix.boundary import ProcessOutcome
@@ -18,7 +18,7 @@ from envmatrix.probes.transport_policy import forbidden_transports
 from envmatrix.results import PASS, PEER_KILLED, TIMEOUT, RankResult
 
 COLLECTIVES = ("allreduce", "allgather", "alltoall")
-DTYPES = ("float32", "float16", "bfloat16", "int32")
+DTYPES = tuple(DTYPE_BYTES)
 BENCH_DEFAULTS = {
     "collectives": ["allreduce", "allgather", "alltoall"],
     "min_bytes": 8,

@@ -22,8 +22,6 @@ from envmatrix.rank.peer_patterns import (build_alltoall_all, build_alltoall_cro
                                           build_alltoall_rail, build_pair_bidir, build_pair_latency, build_pair_uni,
                                           run_pairwise)
 
-DTYPES = ("float32", "float16", "bfloat16", "int32")
-
 
 class BenchContext:
     def __init__(self, dist: Any, torch: Any, device: Any, rank: int, world: int, ppn: int, dtype: str) -> None:
