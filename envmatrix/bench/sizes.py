@@ -70,6 +70,8 @@ def warmup_sweep(sizes: list[int], max_bytes: int = 0) -> list[int]:
 
 
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "int32": 4}  # the bench's dtypes (probes.builtin.DTYPES) and sizes
+# per dtype, the integer up to which every integer is exact: the value check keeps a reduction's sums below it
+EXACT_INTEGERS = {"float32": 2**24, "float16": 2**11, "bfloat16": 2**8, "int32": 2**31 - 1}
 
 
 def aligned_count(size_bytes: int, type_size: int, ranks: int, split_by_ranks: bool) -> int:

@@ -2,8 +2,8 @@
 
 Per collective: nccl-tests' warm-up over every size first; then per size ``iters`` launches timed as the chosen timing mode says
 (envmatrix/bench/timing.py; default: nccl-tests' host-clock window), then a fresh run whose result is compared with the exact
-expected values (nccl-tests' ``-c 1``: #wrong elements). Data are small
-integers, exact in every dtype offered, so the check is exact.
+expected values (nccl-tests' ``-c 1``: #wrong elements). Data are small integers whose sums over every
+rank stay exact in the dtype (``bench.sizes.EXACT_INTEGERS``), so the check is exact in any reduction order.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import warnings
 from typing import Any, Callable, Optional
 
 from envmatrix.bench.formulas import ALL, collective_spec
-from envmatrix.bench.sizes import aligned_count, warmup_sweep
+from envmatrix.bench.sizes import EXACT_INTEGERS, aligned_count, warmup_sweep
 from envmatrix.bench.timing import check_timing
 from envmatrix.rank.peer_patterns import (build_alltoall_all, build_alltoall_cross,  # noqa: F401
                                           build_alltoall_rail, build_pair_bidir, build_pair_latency, build_pair_uni,
@@ -29,6 +29,7 @@ class BenchContext:
         self.rank, self.world, self.ppn = rank, world, ppn
         self.dtype = getattr(torch, dtype)
         self.type_size = torch.tensor([], dtype=self.dtype).element_size()
+        self.exact_up_to = EXACT_INTEGERS[dtype]
         self.direct = None  # envmatrix.rank.nccl_direct.DirectNccl when launches bypass torch's call path
         self.enter: Optional[Callable[[str], Any]] = None  # progress marker before each (collective, size)
         self.arena = None  # envmatrix.rank.nccl_direct.Arena: ncclMemAlloc'd buffers for the direct launches
@@ -50,9 +51,18 @@ class BenchContext:
         return self.launch_stream
 
     def pattern(self, count: int, seed: int) -> Any:
-        """Small integers that differ by position and by ``seed`` (a rank or chunk id)."""
+        """Small integers that differ by position and by ``seed`` (a rank or chunk id), no larger than a sum over
+        every rank allows: with bfloat16 on 65+ ranks values up to 4 would sum past 256, where NCCL's reduction
+        order rounds differently from the expected sum and good results would count as #wrong."""
         idx = self.torch.arange(count, device=self.device, dtype=self.torch.int64)
-        return ((idx % 3) + (seed % 3)).to(self.dtype)
+        largest = self.exact_up_to // self.world
+        if largest >= 4:
+            return ((idx % 3) + (seed % 3)).to(self.dtype)
+        if largest >= 1:
+            return ((idx + seed) % (largest + 1)).to(self.dtype)
+        # more ranks than exact integers: a 1 from every period-th rank at each position
+        period = -(-self.world // self.exact_up_to)
+        return ((idx + seed) % period == 0).to(self.dtype)
 
     def send_buffer(self, values: Any) -> Any:
         """``values`` where the direct launches read them: the arena's first bytes (as nccl-tests), else values itself."""
