@@ -10,11 +10,14 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any, ClassVar, Mapping, Protocol, runtime_checkable
+from typing import Any, ClassVar, Mapping, Optional, Protocol, runtime_checkable
 
 from envmatrix.env.atoms import Setup, scalar_to_str
 from envmatrix.errors import ConfigError, did_you_mean
 from envmatrix.registry import Registry
+
+# the most setups one strategy entry may expand to: each is a probe per grid, and past this a sweep is days of probes
+MAX_SETUPS = 10_000
 
 
 @runtime_checkable
@@ -143,10 +146,13 @@ def name_prefix(spec: Mapping[str, Any], base: Setup | None, where: str) -> str:
     return scalar_to_str(prefix, f"{where}.name")
 
 
-def int_option(spec: Mapping[str, Any], key: str, where: str, default: int, minimum: int) -> int:
+def int_option(spec: Mapping[str, Any], key: str, where: str, default: int, minimum: int,
+               maximum: Optional[int] = None) -> int:
     value = spec.get(key)
     if value is None:
         return default
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ConfigError(f"{where}.{key}: {value!r} is not allowed; allowed: an integer >= {minimum}")
+    if (isinstance(value, bool) or not isinstance(value, int) or value < minimum
+            or (maximum is not None and value > maximum)):
+        upto = f" and <= {maximum}" if maximum is not None else ""
+        raise ConfigError(f"{where}.{key}: {value!r} is not allowed; allowed: an integer >= {minimum}{upto}")
     return value

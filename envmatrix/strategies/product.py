@@ -7,10 +7,8 @@ from typing import Any, Mapping
 from envmatrix.env.atoms import Setup
 from envmatrix.errors import ConfigError
 from envmatrix.strategies.space import parse_space
-from envmatrix.strategies.base import Strategy, StrategyContext, name_prefix, register, resolve_base
+from envmatrix.strategies.base import MAX_SETUPS, Strategy, StrategyContext, name_prefix, register, resolve_base
 
-#: a cartesian product larger than this is refused (use pairwise or random)
-MAX_PRODUCT = 10_000
 
 
 @register
@@ -29,9 +27,9 @@ class ProductStrategy(Strategy):
         self.check_spec(spec, ctx.where)
         base = resolve_base(spec.get("base"), ctx, required=False)
         space = parse_space(spec, base, ctx)
-        if space.size > MAX_PRODUCT:
+        if space.size > MAX_SETUPS:
             raise ConfigError(
-                f"{ctx.where}.vars: the product has {space.size} setups, more than {MAX_PRODUCT}; "
+                f"{ctx.where}.vars: the product has {space.size} setups, more than {MAX_SETUPS}; "
                 "use kind pairwise or random for a space this large"
             )
         prefix = name_prefix(spec, base, ctx.where)

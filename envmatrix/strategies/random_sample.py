@@ -8,7 +8,7 @@ from typing import Any, Mapping
 from envmatrix.env.atoms import Setup
 from envmatrix.errors import ConfigError
 from envmatrix.strategies.space import Row, Space, seeded_space
-from envmatrix.strategies.base import Strategy, StrategyContext, int_option, register
+from envmatrix.strategies.base import MAX_SETUPS, Strategy, StrategyContext, int_option, register
 
 #: spaces up to this size are enumerated; larger ones are sampled by rejection
 ENUMERATE_LIMIT = 200_000
@@ -52,7 +52,7 @@ class RandomStrategy(Strategy):
     def generate(self, spec: Mapping[str, Any], ctx: StrategyContext) -> list[Setup]:
         self.check_spec(spec, ctx.where)
         space, seed, prefix = seeded_space(spec, ctx)
-        n = int_option(spec, "n", ctx.where, default=1, minimum=1)
+        n = int_option(spec, "n", ctx.where, default=1, minimum=1, maximum=MAX_SETUPS)
         rows = sample_rows(space, n, seed)
         if rows is None:
             raise ConfigError(
