@@ -17,7 +17,7 @@ factor(n)`` with n ranks, where S is the "size" column nccl-tests prints:
 The DP sync patterns of seed 001 (ps_central = reduce + broadcast, ps_sharded =
 all_to_all + all_gather) and seed 000's two-rank point-to-point have no
 nccl-tests counterpart; they report time and algbw (S/t) and, for p2p, the
-sendrecv factor 1.
+sendrecv factor 1 and the receiver's time (seed 000 reports the receive side).
 """
 
 from __future__ import annotations
