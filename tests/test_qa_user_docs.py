@@ -1,0 +1,52 @@
+"""README's samples and flag lists are what the installed tool really prints and takes (a new user's QA pass).
+
+The bench sample's count column is the one bench prints (nccl-tests' per-rank count), the bisect sample is the
+output of the command it shows (run here on real gloo ranks), and the sweep flag list names every sweep flag.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from envmatrix.bench.formulas import collective_spec
+from envmatrix.bench.sizes import DTYPE_BYTES, printed_count
+from envmatrix.cli import build_parser
+
+REPO = Path(__file__).resolve().parents[1]
+README = (REPO / "README.md").read_text(encoding="utf-8")
+
+
+def sample_after(command_prefix: str) -> list[str]:
+    """The lines of README's code block that follow the line starting with ``$ command_prefix``, to the fence."""
+    lines = README.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(f"$ {command_prefix}"))
+    end = next(i for i in range(start, len(lines)) if lines[i].startswith("```"))
+    return lines[start:end]
+
+
+def test_readme_bench_sample_counts_are_the_per_rank_counts_bench_prints():
+    block = sample_after("envmatrix bench backend=gloo --grid")
+    nodes, per_node = re.search(r"--grid (\d+)x(\d+)", block[0]).groups()
+    ranks = int(nodes) * int(per_node)
+    collective, rows = None, 0
+    for line in block[1:]:
+        header = re.match(r"## (\w+) \(", line)
+        if header:
+            collective = header.group(1)
+            continue
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if len(cells) < 3 or not cells[0].isdigit():
+            continue
+        size, count, dtype = int(cells[0]), int(cells[1]), cells[2]
+        elements = size // DTYPE_BYTES[dtype]
+        expected = printed_count(elements, ranks, collective_spec(collective).split_by_ranks)
+        assert count == expected, f"README bench sample: {collective} {size} B on {ranks} ranks prints count {expected}"
+        rows += 1
+    assert rows >= 3
