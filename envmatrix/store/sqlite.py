@@ -67,14 +67,31 @@ def sqlite_layout(path: str) -> Optional[dict[str, frozenset[str]]]:
     """``sqlite_tables`` with each table's columns, read the same way (nothing written)."""
     if not os.path.isfile(path) or os.path.getsize(path) == 0:
         return None
+    return _read_only(path, _layout)
+
+
+def _read_only(path: str, read: Any) -> Any:
+    """``read(db)`` of the file alone, without writing a byte (a WAL beside it is not read); None when unreadable."""
     try:
         db = sqlite3.connect(pathlib.Path(path).absolute().as_uri() + "?mode=ro&immutable=1", uri=True)
         try:
-            return _layout(db)
+            return read(db)
         finally:
             db.close()
     except sqlite3.Error:
         return None
+
+
+def damage_of(db: sqlite3.Connection) -> str:
+    """SQLite's first complaint about the database's pages (quick_check: structure, not index contents); '' when
+    sound. Damage that SQLite only raises about is returned as its message."""
+    try:
+        (first,) = db.execute("PRAGMA quick_check(1)").fetchone()
+    except sqlite3.DatabaseError as exc:
+        if "locked" in str(exc) or "busy" in str(exc):
+            raise
+        return str(exc)
+    return "" if first == "ok" else " ".join(first.replace("*** in database main ***", "").split())
 
 
 def _layout(db: sqlite3.Connection) -> dict[str, frozenset[str]]:
@@ -114,6 +131,12 @@ def check_not_corrupt(path: str) -> None:
     if head and head != SQLITE_MAGIC:
         raise corrupt(path, "not an SQLite database")
     layout = sqlite_layout(path)
+    if head and not os.path.exists(f"{path}-wal"):
+        # with no WAL to replay the file is the whole store: unreadable or damaged pages (a copy cut short, a bad disk)
+        # are refused before the lock file or anything else is written beside it
+        damage = "unreadable as SQLite, truncated or damaged" if layout is None else _read_only(path, damage_of)
+        if damage:
+            raise corrupt(path, damage)
     ours = _store_layout()
     if layout and not set(layout) & set(ours):  # someone else's database: ours are not added to it
         raise corrupt(path, f"an SQLite database without envmatrix's tables; it holds {', '.join(sorted(layout)[:5])}")
@@ -151,6 +174,11 @@ class SqliteStore(ResultStore):
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         self.db = sqlite3.connect(path, timeout=LOCK_WAIT_S, isolation_level=None)
         try:
+            # before the first write: damaged pages found only by the first query were a traceback (exit 1) once
+            # the sweep had opened the store, after the pool had started
+            damage = _when_unlocked(lambda: damage_of(self.db))
+            if damage:
+                raise sqlite3.DatabaseError(damage)
             _when_unlocked(lambda: self.db.execute("PRAGMA journal_mode=WAL"))
             self.db.execute("PRAGMA synchronous=FULL")
             _when_unlocked(lambda: self.db.executescript(_SCHEMA))
