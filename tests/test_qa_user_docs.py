@@ -50,3 +50,19 @@ def test_readme_bench_sample_counts_are_the_per_rank_counts_bench_prints():
         assert count == expected, f"README bench sample: {collective} {size} B on {ranks} ranks prints count {expected}"
         rows += 1
     assert rows >= 3
+
+
+@pytest.mark.slow
+def test_readme_bisect_sample_is_what_the_command_prints(tmp_path):
+    block = sample_after("cat tiny_bad.env")
+    env_lines = [line for line in block[1:] if line.startswith("export ")]
+    (tmp_path / "tiny_bad.env").write_text("\n".join(env_lines) + "\n")
+    command = next(line for line in block if line.startswith("$ envmatrix bisect"))[2:].split()
+    env = {**os.environ, "COLUMNS": "200"}
+    proc = subprocess.run([sys.executable, "-m", "envmatrix", *command[1:], "--out", str(tmp_path / "run")],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    printed = [" ".join(line.split()) for line in proc.stdout.splitlines()]
+    for expected in block:
+        if expected.startswith(("Probes launched", " grid ", " 1x2 ")):
+            assert " ".join(expected.split()) in printed, f"README bisect sample line not printed: {expected!r}"
