@@ -52,6 +52,13 @@ def test_readme_bench_sample_counts_are_the_per_rank_counts_bench_prints():
     assert rows >= 3
 
 
+def test_readme_search_line_claims_tuner_csv_only_for_a_space_that_can_make_one():
+    line = next(x for x in README.splitlines() if x.startswith("envmatrix search conf=search_demo"))
+    space = (REPO / "conf" / "search_demo.yaml").read_text(encoding="utf-8")
+    if "tuner.csv" in line:
+        assert "NCCL_ALGO" in space or "NCCL_PROTO" in space, "search_demo's gloo space never makes a tuner.csv"
+
+
 @pytest.mark.slow
 def test_readme_bisect_sample_is_what_the_command_prints(tmp_path):
     block = sample_after("cat tiny_bad.env")
