@@ -52,6 +52,20 @@ def test_readme_bench_sample_counts_are_the_per_rank_counts_bench_prints():
     assert rows >= 3
 
 
+def sweep_parser() -> argparse.ArgumentParser:
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return sub.choices["sweep"]
+
+
+def test_readme_sweep_flag_list_names_every_sweep_flag():
+    start = README.index("Sweep's flags")
+    paragraph = README[start:README.index("\n\n", start)]
+    flags = {s for a in sweep_parser()._actions for s in a.option_strings if s.startswith("--") and s != "--help"}
+    missing = sorted(f for f in flags if not re.search(rf"`{re.escape(f)}[` ]", paragraph))
+    assert not missing, f"README's sweep flag list leaves out {missing}"
+
+
 def test_readme_search_line_claims_tuner_csv_only_for_a_space_that_can_make_one():
     line = next(x for x in README.splitlines() if x.startswith("envmatrix search conf=search_demo"))
     space = (REPO / "conf" / "search_demo.yaml").read_text(encoding="utf-8")
