@@ -166,12 +166,37 @@ def _when_unlocked(step: Any) -> Any:
             time.sleep(0.02)
 
 
+def _writable(path: str) -> bool:
+    return os.access(path, os.W_OK) and os.access(os.path.dirname(os.path.abspath(path)), os.W_OK)
+
+
+def _read_only_connection(path: str) -> sqlite3.Connection:
+    """A store on read-only media (an archived run directory) or in someone else's directory, read as it is: opened
+    read-write, SQLite could not make its -shm file there and it was called a 'corrupt store (unable to open database
+    file)'. With no WAL beside it no writer has it open (a writer's connection keeps its WAL), so it is read
+    immutable, which needs no -shm."""
+    mode = "ro" if os.path.exists(f"{path}-wal") else "ro&immutable=1"
+    db = sqlite3.connect(f"{pathlib.Path(path).absolute().as_uri()}?mode={mode}", uri=True, timeout=LOCK_WAIT_S,
+                         isolation_level=None)
+    try:
+        db.execute("SELECT COUNT(*) FROM results").fetchone()
+    except sqlite3.DatabaseError as exc:
+        db.close()
+        raise ConfigError(f"{path}: cannot read the store in a read-only place ({exc}); allowed: copy the run "
+                          "directory somewhere writable") from None
+    return db
+
+
 @register_scheme("sqlite")
 class SqliteStore(ResultStore):
     def __init__(self, path: str) -> None:
         self.path = path
         check_not_corrupt(path)
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        self.read_only = os.path.isfile(path) and not _writable(path)
+        if self.read_only:
+            self.db = _read_only_connection(path)
+            return
         self.db = sqlite3.connect(path, timeout=LOCK_WAIT_S, isolation_level=None)
         try:
             # before the first write: damaged pages found only by the first query were a traceback (exit 1) once
@@ -196,7 +221,12 @@ class SqliteStore(ResultStore):
             return cls(url[len("sqlite:///"):])
         return cls(url.split("://", 1)[1] if "://" in url else url)
 
+    def _writing(self) -> None:
+        if self.read_only:
+            raise ConfigError(f"{self.path}: the store is read-only here; allowed: a writable run directory (--out)")
+
     def open_sweep(self, sweep_id: str, config: dict[str, Any]) -> None:
+        self._writing()
         self.db.execute(
             # a sweep resumed or rerun is the newest again (bisect --failing reads "the last sweep"), as last
             # configured (its id hashes the runs, not the setups' names)
@@ -215,6 +245,7 @@ class SqliteStore(ResultStore):
         return done
 
     def put(self, result: ProbeResult) -> int:
+        self._writing()
         cur = self.db.cursor()
         cur.execute("BEGIN IMMEDIATE")
         try:
