@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One-GPU box check of the rank side on real NCCL (run from the repo root on the lent box, carry [".whl"]):
 # a pooled and a cold 1x1 sweep of the 8 throughput setups, a failing setup's root cause, and bench 1x1
-# through the direct NCCL launches (ncclMemAlloc buffers) in host and graph timing.
+# through the direct NCCL launches (ncclMemAlloc buffers) in host and graph timing, and a bfloat16/p2p bench of
+# four ranks on the one GPU (--emulate-hosts).
 # usage: bash benchmarks/gpu1_rank_smoke.sh      outputs: $OUT/summary.txt, $OUT/gpu1_smoke.tar.gz  (~2 min)
 set -uo pipefail
 source benchmarks/box_env.sh
@@ -36,6 +37,13 @@ PY
       --out "$W/bench_$timing" 2>&1 | tail -n 30
     echo "rc=${PIPESTATUS[0]}"
   done
+  # four ranks sharing the GPU as two emulated hosts: p2p is the receiver's row (one rank reporting), bfloat16
+  # reductions check exactly (#wrong 0)
+  echo "== bench 2x2 --emulate-hosts, bfloat16, p2p"
+  timeout 200 python3 -m envmatrix bench --grid 2x2 --emulate-hosts -d bfloat16 -b 1K -e 1M -f 32 -n 5 -w 2 \
+    -c allreduce,reduce_scatter,p2p --out "$W/bench_bf16" 2>&1 | tail -n 24
+  echo "rc=${PIPESTATUS[0]}"
+  python3 -c "import json,sqlite3,sys; db=sqlite3.connect(sys.argv[1]); rows=[json.loads(r) for (r,) in db.execute('SELECT row_json FROM metrics')]; print('rows', len(rows), 'wrong', sorted({r.get('wrong') for r in rows}), 'p2p ranks_reporting', sorted({r['ranks_reporting'] for r in rows if r['collective']=='p2p'}))" "$W/bench_bf16/results.sqlite"
 } > "$S" 2>&1
 tar -C "$OUT" -czf "$OUT/gpu1_smoke.tar.gz" --exclude='*.sqlite*' gpu1_smoke && rm -rf "$W"
 tail -n 80 "$S"
