@@ -6,6 +6,7 @@ from typing import Any, Optional, Sequence
 
 from envmatrix.bench.aggregate import headline_bw, headline_rows
 from envmatrix.bench.sizes import format_size
+from envmatrix.reporting.text import md_code, md_table, md_text
 from envmatrix.results import ProbeResult
 
 NCCL_TESTS_COLUMNS = ("size (B)", "count", "type", "time (us)", "min", "median", "max", "algbw (GB/s)", "busbw (GB/s)", "#wrong")
@@ -91,21 +92,19 @@ def busbw_by_setup(results: Sequence[ProbeResult], grid: str, size: Optional[int
     return ["busbw (GB/s)", *[f"({s})" for s in setups]], rows
 
 
-def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "| " + " | ".join("---" for _ in header) + " |"]
-    lines += ["| " + " | ".join(r) + " |" for r in rows]
-    return "\n".join(lines)
+markdown_table = md_table  # bench's tables are Markdown tables like every other report's
 
 
 def bench_markdown(result: ProbeResult, title: str) -> str:
-    out = [f"# {title}", ""]
+    out = [f"# {md_text(title)}", ""]
     env = "; ".join(f"{a['var']}={a['value']}" if a["op"] == "set" else f"{a['op']} {a['var']} {a['value']}" for a in result.setup.get("atoms", []))
-    out += [f"setup ({result.setup_name}): `{env or 'inherited env only'}`; grid {result.grid}; backend {result.backend}; outcome {result.outcome}", ""]
+    out += [f"setup ({md_text(result.setup_name)}): {md_code(env or 'inherited env only', in_table=False)}; grid {result.grid}; "
+            f"backend {result.backend}; outcome {result.outcome}", ""]
     if result.placement:
         note = shared_gpu_note([result])
-        out += [f"placement: {result.placement.get('label')}" + (f"; **{note}**" if note else ""), ""]
+        out += [f"placement: {md_text(result.placement.get('label'))}" + (f"; **{md_text(note)}**" if note else ""), ""]
     if result.versions:
-        out += ["versions: " + ", ".join(f"{k} {v}" for k, v in sorted(result.versions.items())), ""]
+        out += ["versions: " + md_text(", ".join(f"{k} {v}" for k, v in sorted(result.versions.items()))), ""]
     for collective in dict.fromkeys(m["collective"] for m in result.metrics):
         out += [f"## {collective_title(result.metrics, collective)}, time averaged over ranks", "", markdown_table(NCCL_TESTS_COLUMNS, nccl_tests_rows(result.metrics, collective)), ""]
     if result.metrics:
@@ -114,7 +113,7 @@ def bench_markdown(result: ProbeResult, title: str) -> str:
     if result.thresholds:
         out += ["## expectations (measured / expected)", "", markdown_table(*threshold_rows(result.thresholds)), ""]
     if not result.passed:
-        out += [f"failure: {result.outcome}: {result.root_cause.get('line')}", ""]
+        out += [f"failure: {result.outcome}: {md_text(result.root_cause.get('line'))}", ""]
     return "\n".join(out)
 
 

@@ -9,59 +9,51 @@ from typing import Callable, NamedTuple, Sequence
 from envmatrix.registry import Registry
 from envmatrix.reporting.hosts import HOST_COLUMNS, algorithms_line, host_cells, host_rows
 from envmatrix.reporting.matrix import Matrix
+from envmatrix.reporting.text import MdCell, md_code, md_table, md_text
 from envmatrix.results import ProbeResult
 
 
-def _md_escape(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
-
-
 def render_markdown(matrix: Matrix, results: Sequence[ProbeResult], title: str) -> str:
-    out = [f"# {title}", "", "1 = every rank passed init and the value-checked collectives; 0 = failure; "
+    columns = [f"({c})" for c in matrix.columns]
+    out = [f"# {md_text(title)}", "", "1 = every rank passed init and the value-checked collectives; 0 = failure; "
            "s = slow (correct, but below an expected busbw or above an expected time: measured / expected under Failures); - = not run.", ""]
-    out.append("| grid | " + " | ".join(f"({c})" for c in matrix.columns) + " |")
-    out.append("| ---- | " + " | ".join("---" for _ in matrix.columns) + " |")
-    for row in matrix.rows:
-        out.append(f"| {row} | " + " | ".join(matrix.cell(row, c) for c in matrix.columns) + " |")
+    out.append(md_table(["grid", *columns], [[row, *(matrix.cell(row, c) for c in matrix.columns)] for row in matrix.rows]))
     placed = {r.grid: r.placement for r in results if r.placement.get("emulated_hosts") or r.shared_gpu}
     if placed:  # where emulated hosts ran: a shared GPU's cells show pass/fail and transport, not bandwidth
-        out += ["", "## Placement (emulated hosts)", "", "| grid | placement | hosts |", "| --- | --- | --- |"]
-        out += [f"| {g} | {p.get('label')} | {', '.join(p.get('emulated_hosts') or [])} |" for g, p in placed.items()]
-    out += ["", "## Setups", "", "| setup | env (diff against the first setup) |", "| --- | --- |"]
-    out += [f"| ({name}) | `{_md_escape(env)}` |" for name, env in matrix.legend]
+        out += ["", "## Placement (emulated hosts)", ""]
+        out.append(md_table(["grid", "placement", "hosts"],
+                            [[g, p.get("label"), ", ".join(p.get("emulated_hosts") or [])] for g, p in placed.items()]))
+    out += ["", "## Setups", "", md_table(["setup", "env (diff against the first setup)"],
+                                          [[f"({name})", MdCell(md_code(env))] for name, env in matrix.legend])]
     if any(r.nccl.get("transport") for r in results):
         by_cell = {(r.grid, r.setup_name): r.nccl.get("transport") or "" for r in results}
         out += ["", "## Transport per cell (from NCCL's log)", ""]
-        out.append("| grid | " + " | ".join(f"({c})" for c in matrix.columns) + " |")
-        out.append("| ---- | " + " | ".join("---" for _ in matrix.columns) + " |")
-        for row in matrix.rows:
-            out.append(f"| {row} | " + " | ".join(by_cell.get((row, c), "") or "-" for c in matrix.columns) + " |")
+        out.append(md_table(["grid", *columns],
+                            [[row, *(by_cell.get((row, c), "") or "-" for c in matrix.columns)] for row in matrix.rows]))
     algorithms = [(r, algorithms_line(r.nccl or {})) for r in results]
     if any(line for _, line in algorithms):
-        out += ["", "## Algorithm and protocol per collective (NCCL TUNING lines, rank 0)", "", "| setup | grid | ran |", "| --- | --- | --- |"]
-        out += [f"| ({r.setup_name}) | {r.grid} | {_md_escape(line)} |" for r, line in algorithms if line]
+        out += ["", "## Algorithm and protocol per collective (NCCL TUNING lines, rank 0)", ""]
+        out.append(md_table(["setup", "grid", "ran"], [[f"({r.setup_name})", r.grid, line] for r, line in algorithms if line]))
     if matrix.failures:
-        out += ["", "## Failures", "", "| setup | grid | class | rank | host | root cause |", "| --- | --- | --- | --- | --- | --- |"]
-        out += [
-            f"| ({f.setup}) | {f.grid} | {f.outcome} | {'' if f.rank is None else f.rank} | {f.host or ''} | {_md_escape(f.line)[:300]} |"
-            for f in matrix.failures
-        ]
+        out += ["", "## Failures", ""]
+        out.append(md_table(["setup", "grid", "class", "rank", "host", "root cause"],
+                            [[f"({f.setup})", f.grid, f.outcome, "" if f.rank is None else f.rank, f.host or "", f.line[:300]]
+                             for f in matrix.failures]))
     hosts = host_rows(results)
     if hosts:
-        out += ["", "## Hosts", "", "| " + " | ".join(HOST_COLUMNS) + " |", "|" + " --- |" * len(HOST_COLUMNS)]
-        out += ["| " + " | ".join(_md_escape(c) for c in host_cells(row)) + " |" for row in hosts]
+        out += ["", "## Hosts", "", md_table(HOST_COLUMNS, [host_cells(row) for row in hosts])]
     if any(r.metrics for r in results):
-        from envmatrix.reporting.bench_tables import busbw_by_setup, markdown_table, shared_gpu_note
+        from envmatrix.reporting.bench_tables import busbw_by_setup, shared_gpu_note
 
         for grid in matrix.rows:
             header, rows = busbw_by_setup(results, grid)
             note = shared_gpu_note([r for r in results if r.grid == grid])
             if rows:
-                out += ["", f"## busbw on {grid} (largest size benched)" + (f": {note}" if note else ""), "",
-                        markdown_table(header, rows)]
+                out += ["", f"## busbw on {grid} (largest size benched)" + (f": {md_text(note)}" if note else ""), "",
+                        md_table(header, rows)]
     versions = next((r.versions for r in results if r.versions), {})
     if versions:
-        out += ["", "## Versions", ""] + [f"- {k}: {v}" for k, v in sorted(versions.items())]
+        out += ["", "## Versions", ""] + [f"- {md_text(k)}: {md_text(v)}" for k, v in sorted(versions.items())]
     return "\n".join(out) + "\n"
 
 

@@ -11,6 +11,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 from envmatrix.bench.aggregate import headline_bw
 from envmatrix.bench.sizes import format_size
+from envmatrix.reporting.text import md_table
 
 Pair = tuple[int, int]
 
@@ -19,10 +20,7 @@ def _f(value: Optional[float], digits: int = 2) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
 
-def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
-    return "\n".join(lines)
+markdown_table = md_table  # one Markdown table writer for every report
 
 
 # ------------------------------------------------------------------------------------------------ GPU pairs
