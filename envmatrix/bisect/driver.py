@@ -196,6 +196,9 @@ def bisect_env(
             "proven": sec.complete,
             "searched_atoms": len(sec.universe),
             "repaired_env_outcome": None if sec.repaired_sig is None else code(sec.repaired_sig),
+            # atoms kept in every probe of this search: the env without any of them fails with required_failure
+            "required": [str(atoms[i]) for i in sec.required],
+            "required_failure": _signature_failure(runs, sec.required_sig),
         })
     report = BisectReport(
         name=name,
@@ -231,6 +234,12 @@ def bisect_env(
         _repair(ctx, report, catalog, probe_env)
     report.probes_launched = launched
     return report
+
+
+def _signature_failure(runs: Sequence[ProbeResult], sig: Any) -> Optional[dict[str, Any]]:
+    """The failure of the first run with signature ``sig`` (None when there is none)."""
+    run = next((r for r in runs if sig is not None and result_signature(r) == sig), None)
+    return None if run is None else _failure(run)
 
 
 def _failure(result: ProbeResult) -> dict[str, Any]:

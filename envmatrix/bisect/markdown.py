@@ -55,6 +55,13 @@ def render_markdown(report: BisectReport) -> str:
     for sec in report.sections:
         f = sec["failure"]
         out += [f"### Signature {sec['signature']}: {f.get('outcome')}: {clip_words(f.get('line') or '', 160)}", ""]
+        required = sec.get("required") or []
+        if required:
+            why = sec.get("required_failure") or {}
+            out.append(f"- searched with {', '.join(f'`{a}`' for a in required)} kept: the env without "
+                       f"{'it' if len(required) == 1 else 'any of them'} fails another way "
+                       f"({why.get('outcome')}: {clip_words(why.get('line') or '', 120)}), which hides this failure; "
+                       "each culprit set below fails with them in place")
         for c in sec["culprits"]:
             kind = "interacting: all needed together" if len(c) > 1 else "fails alone"
             out.append(f"- {{{', '.join(f'`{a}`' for a in c)}}} ({kind})")

@@ -26,6 +26,14 @@ inconclusive (exit 3) rather than guessed; when S's culprit sets are each proven
 (fail alone, minimal) and only the env without them fails the other way, the
 peeling still goes on, so every culprit and a passing env are named.
 
+Required atoms: a probe that fails with a signature T masking S (same or earlier stage) may lack an atom
+the env needs (a socket interface, a plugin path): without it every env fails with T, which hides S. The
+first such probe of a search makes the baseline worth probing; when it fails with T too, the atoms whose
+removal brings T back are searched (a culprit search over the atoms removed, monotone: removing more keeps
+T) and, once proven, kept in every probe of S's search (``Section.required``): S's culprits are then found
+with them in place, and are reported as needing them. Without that, every probe missing one of them said
+nothing about S and the search spent the probe cap (exit 3).
+
 Every probe's signature is kept in one cache shared by every search, so a
 probe run for S's search also informs T's. Peeling: once S's culprit sets are
 proven, the env without them (the repaired env of S, already probed as S's
@@ -122,6 +130,8 @@ class Section:
     method: str
     repaired: list[int]  # the env (original indices) without this section's culprits
     repaired_sig: Optional[Signature] = None
+    required: list[int] = field(default_factory=list)  # atoms kept in every probe: without one, it failed with required_sig
+    required_sig: Optional[Signature] = None
 
 
 @dataclass
@@ -193,15 +203,17 @@ def complete_strictly(n: int, oracle: Callable[[frozenset], str], known: dict, f
     return dataclasses.replace(more, trail=found.trail + probes.trail + more.trail, probes=found.probes + probes.launched + more.probes)
 
 
-def _proven_culprit(sigs: dict, atoms: frozenset, target: Signature) -> bool:
+def _proven_culprit(sigs: dict, atoms: frozenset, target: Signature, pins: frozenset = frozenset()) -> bool:
     """``atoms`` is a proven minimal failing set for ``target``: it failed so, and each set one atom smaller passed
-    for it, or lies inside a probe that did (monotone: a set holding no culprit of ``target`` holds none inside)."""
-    clear = [probed for probed, sig in sigs.items() if read_for(sig, target) == PASS]
+    for it, or lies inside a probe that did (monotone: a set holding no culprit of ``target`` holds none inside);
+    every one of these probes with the required atoms ``pins`` kept."""
+    clear = [probed for probed, sig in sigs.items() if pins <= probed and read_for(sig, target) == PASS]
 
     def passes(subset: frozenset) -> bool:
-        return any(subset <= probed for probed in clear)
+        return any(subset | pins <= probed for probed in clear)
 
-    return bool(atoms) and atoms in sigs and read_for(sigs[atoms], target) == FAIL and all(passes(atoms - {x}) for x in atoms)
+    probed = atoms | pins
+    return bool(atoms) and probed in sigs and read_for(sigs[probed], target) == FAIL and all(passes(atoms - {x}) for x in atoms)
 
 
 def _ranked_suspects(sigs: dict, universe: list[int], proven: list[frozenset], target: Signature) -> list[int]:
@@ -215,6 +227,46 @@ def _ranked_suspects(sigs: dict, universe: list[int], proven: list[frozenset], t
         return held.count(PASS), -held.count(FAIL), atom
 
     return sorted((a for a in universe if a not in known), key=rank)
+
+
+REQUIRED_SEARCH_PROBES = 4
+
+
+class _Required(Exception):
+    """Atoms the env needs were found while a search ran: it starts again with them kept."""
+
+    def __init__(self, atoms: frozenset, sig: Signature) -> None:
+        super().__init__(atoms, sig)
+        self.atoms, self.sig = atoms, sig
+
+
+def masks(sig: Signature, target: Signature) -> bool:
+    """``sig`` is a failure that may hide ``target``'s: another line, of the same or an earlier stage."""
+    if not (isinstance(sig, tuple) and isinstance(target, tuple)) or same_failure(sig, target):
+        return False
+    s, t = stage(sig), stage(target)
+    return s is not None and t is not None and s <= t
+
+
+def _required_atoms(cache: "_Cache", universe: list[int], masking: Signature) -> Optional[frozenset]:
+    """The atoms of ``universe`` without any of which the env fails with ``masking`` (a variable the env needs),
+    proven by a culprit search over the atoms *removed* (removing more keeps the failure); None when the empty
+    env does not fail so (nothing is required) or the search cannot prove its answer."""
+    if not same_failure(cache(frozenset()), masking):
+        return None
+    full = frozenset(universe)
+
+    def read(sig: Signature) -> str:
+        return FAIL if same_failure(sig, masking) else read_for(sig, masking)
+
+    known = {frozenset(i for i, a in enumerate(universe) if a not in atoms): read(sig)
+             for atoms, sig in cache.sigs.items() if atoms <= full and read(sig) != UNRESOLVED}
+    # a few probes past a bisection of the atoms: a masking failure that is no missing atom gives up early
+    res = find_culprits(len(universe), lambda removed: read(cache(full - {universe[i] for i in removed})), known=known,
+                        certify=STRICT, budget=REQUIRED_SEARCH_PROBES + math.ceil(math.log2(len(universe) + 1)))
+    if not (res.complete and res.culprits):
+        return None
+    return frozenset(universe[i] for c in res.culprits for i in c)
 
 
 def find_all_culprits(n: int, oracle: SigOracle, *, known: Optional[dict] = None, max_probes: Optional[int] = None,
@@ -243,43 +295,70 @@ def find_all_culprits(n: int, oracle: SigOracle, *, known: Optional[dict] = None
         # exact mode: the search probes the baseline only when no passing probe has proven it (culprits.py)
         if repeats > 1 and _settled(cache, frozenset(), repeats) != PASS:
             return done("baseline fails")
+        pins: frozenset = frozenset()  # required atoms, kept in every probe (see the module docstring)
+        pins_sig: Optional[Signature] = None
+        checked: set = set()  # targets whose masking failures were looked at for required atoms
         while True:
             if target == PASS:
                 return done("ok", universe)
-            local = {i: a for i, a in enumerate(universe)}
+            free = [a for a in universe if a not in pins]
+            local = dict(enumerate(free))
 
             def to_orig(atoms: frozenset) -> frozenset:
                 return frozenset(local[i] for i in atoms)
 
-            def sub_oracle(atoms: frozenset, _t=target) -> str:
+            def look_for_required(sig: Signature, _t=target, _universe=universe) -> None:
+                """The first failure that may hide the target's: are there atoms without which every env fails so?
+                (exact mode only; once per target)"""
+                if repeats == 1 and _t not in checked and masks(sig, _t):
+                    checked.add(_t)
+                    found = _required_atoms(cache, _universe, sig)
+                    if found:
+                        raise _Required(found, sig)
+
+            def sub_oracle(atoms: frozenset, _t=target, _pins=pins) -> str:
                 # a flaky repeat of a set is a fresh run; otherwise the shared cache answers
-                return read_for(cache(to_orig(atoms), fresh=repeats > 1 and to_orig(atoms) in cache.sigs), _t)
+                probed = to_orig(atoms) | _pins
+                sig = cache(probed, fresh=repeats > 1 and probed in cache.sigs)
+                look_for_required(sig)
+                return read_for(sig, _t)
 
             inside = set(universe)
             # flaky: the env and the baseline as settled here are given (as the driver always did); nothing else
-            sub_known = {} if repeats == 1 else {frozenset(): PASS, frozenset(range(len(universe))): FAIL}
+            sub_known = {} if repeats == 1 else {frozenset(): PASS, frozenset(range(len(free))): FAIL}
             if repeats == 1:
                 back = {a: i for i, a in local.items()}
                 for atoms, sig in cache.sigs.items():
-                    if atoms <= inside:
+                    if pins <= atoms <= inside:
                         value = read_for(sig, target)
                         if value != UNRESOLVED:
-                            sub_known[frozenset(back[a] for a in atoms)] = value
-            res = find_culprits(len(universe), sub_oracle, repeats=repeats, known=sub_known, certify=certify,
-                                seed=seed, budget=10**9)  # the shared cache enforces the cap
-            if strict_after and certify == EXPLAIN and repeats == 1 and res.complete:
-                res = complete_strictly(len(universe), sub_oracle, sub_known, res)
+                            sub_known[frozenset(back[a] for a in atoms - pins)] = value
+            try:
+                for atoms, sig in list(cache.sigs.items()):
+                    if pins <= atoms <= inside:
+                        look_for_required(sig)
+                res = find_culprits(len(free), sub_oracle, repeats=repeats, known=sub_known, certify=certify,
+                                    seed=seed, budget=10**9)  # the shared cache enforces the cap
+                if strict_after and certify == EXPLAIN and repeats == 1 and res.complete:
+                    res = complete_strictly(len(free), sub_oracle, sub_known, res)
+            except _Required as required:
+                pins, pins_sig = pins | required.atoms, required.sig
+                continue  # the same search again, from the cache, with the required atoms kept
+
+            def section(culprits: list, complete: bool, method: str, rest: list, sig_rest: Optional[Signature] = None) -> Section:
+                return Section(target, list(free), culprits, complete, method, rest, sig_rest, sorted(pins), pins_sig if pins else None)
+
             if res.method == "baseline fails":
                 return done("baseline fails")
             culprits = [to_orig(c) for c in res.culprits]
             if res.method == "budget" or cache.launched >= budget and not res.complete:
                 # At the cap the search's best guess is no answer: only sets the probes proved are culprits,
                 # every other atom of this search stays suspect (nothing short of a complete answer clears one).
-                proven = [c for c in culprits if _proven_culprit(cache.sigs, c, target)]
-                sections.append(Section(target, list(universe), proven, False, "budget", []))
-                return done("budget", None, _ranked_suspects(cache.sigs, universe, proven, target))
+                proven = [c for c in culprits if _proven_culprit(cache.sigs, c, target, pins)]
+                sections.append(section(proven, False, "budget", []))
+                return done("budget", None, _ranked_suspects(cache.sigs, free, proven, target))
             if not culprits:
-                sections.append(Section(target, list(universe), [], False, res.method, []))
+                sections.append(section([], False, res.method, []))
                 return done("incomplete", None, list(universe))
             rest = [a for a in universe if a not in set().union(*culprits)]
             # A probe that passed and holds the rest (but no whole culprit set) is already a proven repaired
@@ -289,14 +368,14 @@ def find_all_culprits(n: int, oracle: SigOracle, *, known: Optional[dict] = None
                 sig_rest, proven = PASS, sorted(max(passed, key=len))
             else:
                 sig_rest, proven = _settled(cache, frozenset(rest), repeats), rest
-            sections.append(Section(target, list(universe), culprits, res.complete, res.method, rest, sig_rest))
+            sections.append(section(culprits, res.complete, res.method, rest, sig_rest))
             if not res.complete:
                 # The env without this signature's culprits fails another way that cannot be ordered against it
                 # (same stage): that failure may hide more of them, so this section stays unproven, yet each set
                 # named is proven (fails alone, minimal). Peel on: the other culprits and a passing env still
                 # come out; the answer stays incomplete.
                 if not (repeats == 1 and isinstance(sig_rest, tuple) and sig_rest != target
-                        and all(_proven_culprit(cache.sigs, c, target) for c in culprits)):
+                        and all(_proven_culprit(cache.sigs, c, target, pins) for c in culprits)):
                     return done("incomplete", None, list(universe))
                 unproven = True
             if sig_rest == PASS:
