@@ -6,6 +6,7 @@ import os
 import xml.etree.ElementTree as ET
 from typing import Sequence
 
+from envmatrix.reporting.text import one_line, visible
 from envmatrix.results import ProbeResult
 
 LOG_TAIL_CHARS = 4000
@@ -27,14 +28,16 @@ def junit_xml(suite: str, results: Sequence[ProbeResult]) -> str:
     ts = ET.SubElement(root, "testsuite", name=suite, tests=str(len(cells)), failures=str(failures), errors="0",
                        skipped="0", time=f"{total_time:.3f}")
     for (setup, grid), r in cells.items():
-        case = ET.SubElement(ts, "testcase", classname=f"{suite}.{grid}", name=f"({setup}) {grid}", time=f"{r.duration_s:.3f}")
+        # XML 1.0 cannot hold a log's terminal escapes, NUL or bell at all (the file would not parse): shown escaped
+        case = ET.SubElement(ts, "testcase", classname=one_line(f"{suite}.{grid}"), name=one_line(f"({setup}) {grid}"),
+                             time=f"{r.duration_s:.3f}")
         if not r.passed:
             rc = r.root_cause or {}
             line = str(rc.get("line") or r.outcome)
             where = "" if rc.get("rank") is None else f"rank {rc['rank']}: "
-            failure = ET.SubElement(case, "failure", message=f"{r.outcome}: {where}{line}", type=r.outcome)
-            failure.text = _root_rank_tail(r)
-        env = "\n".join(f"{k}={v}" for k, v in sorted(r.intended_env.items()))
+            failure = ET.SubElement(case, "failure", message=one_line(f"{r.outcome}: {where}{line}"), type=r.outcome)
+            failure.text = visible(_root_rank_tail(r))
+        env = "\n".join(f"{k}={one_line(v)}" for k, v in sorted(r.intended_env.items()))
         if env:
             ET.SubElement(case, "system-out").text = env
     ET.indent(root)
