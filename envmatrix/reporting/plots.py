@@ -35,8 +35,9 @@ def load_pyplot():
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    # Text stays text (small files, selectable) and ids are stable across runs (diffable example files).
-    plt.rcParams.update({"svg.fonttype": "none", "svg.hashsalt": "envmatrix", "font.size": 9})
+    # Text stays text (small files, selectable) and ids are stable across runs (diffable example files). Labels are
+    # setup names and env atoms ('PATH=$HOME/bin:$PATH'): '$' is a character, never the start of mathtext.
+    plt.rcParams.update({"svg.fonttype": "none", "svg.hashsalt": "envmatrix", "font.size": 9, "text.parse_math": False})
     return plt
 
 
