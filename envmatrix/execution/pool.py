@@ -18,9 +18,11 @@ import select
 import subprocess
 import sys
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import IO, Mapping, Optional, Sequence
 
+from envmatrix import interrupts
 from envmatrix.boundary import ProcessSpec
 from envmatrix.execution.processes import kill_tree, popen_piped, popen_spec
 
@@ -124,12 +126,25 @@ class _Server:
         line, self._buf = self._buf.split(b"\n", 1)
         return json.loads(line)
 
+    def wait_ready(self, timeout_s: float, interruptible: bool = True) -> bool:
+        """Whether the server has imported torch, waiting at most ``timeout_s`` (0: only look); a noted Ctrl-C ends
+        the wait (KeyboardInterrupt). False also when it died first."""
+        deadline = time.monotonic() + timeout_s
+        while not self.ready:
+            if interruptible:
+                interrupts.raise_pending()  # a worker thread's run: the signal's KeyboardInterrupt never comes here
+            msg = self.read(max(0.0, min(0.1, deadline - time.monotonic())))
+            if msg is not None:
+                if "ready" not in msg:  # it died while importing (read closed it)
+                    return False
+                self.ready = True
+            elif time.monotonic() >= deadline:
+                return False
+        return True
+
     def fork(self, spec: ProcessSpec) -> PooledChild:
-        if not self.ready:
-            msg = self.read(None)
-            if "ready" not in msg:
-                raise OSError("pool server died while importing torch")
-            self.ready = True
+        if not self.wait_ready(0, interruptible=False):
+            raise OSError("pool server is not ready (still importing torch, or died doing so)")
         req = {"argv": list(spec.argv), "env": dict(spec.env), "log_path": spec.log_path, "cwd": spec.cwd}
         self.proc.stdin.write((json.dumps(req) + "\n").encode())  # type: ignore[union-attr]
         self.proc.stdin.flush()  # type: ignore[union-attr]
@@ -144,7 +159,8 @@ class _Server:
         return self.proc.poll() is None
 
     def close(self) -> None:
-        kill_tree(self.proc.pid)
+        if self.proc.returncode is None:  # reaped already (a second close): its pid may be another's by now
+            kill_tree(self.proc.pid)
         try:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
@@ -223,10 +239,11 @@ class WarmPool:
             if server.alive and not server.busy:
                 self._idle.append(server)
 
-    def start(self, spec: ProcessSpec, log: IO[bytes]):
-        """run_group's starter: a pooled child if the rank allows it, else cold."""
-        if cold_reason(spec, self.base_env, self.python) is None:
-            server = self._acquire(server_env(self.base_env, spec.env))
+    def start(self, spec: ProcessSpec, log: IO[bytes], server: Optional[_Server] = None):
+        """run_group's starter: a pooled child of ``server`` (one ``run_group`` reserved for this rank and saw ready)
+        if the rank allows it, else cold. Called while Ctrl-C is deferred (processes.deferred_interrupt): it never
+        waits for a server's import."""
+        if server is not None and cold_reason(spec, self.base_env, self.python) is None:
             try:
                 child = server.fork(spec)
             except (OSError, ValueError, TypeError):
@@ -241,25 +258,27 @@ class WarmPool:
         from envmatrix.execution.processes import run_group
 
         children: list = []
-        # Every server this run lacks starts now, side by side: started one per rank as each is forked, their torch
-        # imports would follow one another (a 2x4 run's first config waited for 8 imports in a row).
-        needed: dict[tuple, tuple[int, dict[str, str]]] = {}
-        for spec in specs:
-            if cold_reason(spec, self.base_env, self.python) is None:
-                env = server_env(self.base_env, spec.env)
-                count, _ = needed.get(loader_key(env), (0, env))
-                needed[loader_key(env)] = (count + 1, env)
-        for count, env in needed.values():
-            self.warm(count, env)
-
-        def start(spec: ProcessSpec, log: IO[bytes]):
-            child = self.start(spec, log)
-            children.append(child)
-            return child
-
+        # A server per pooled rank, reserved before any rank starts: the servers this run lacks start now, side by
+        # side (started one per rank as each is forked, their torch imports would follow one another: a 2x4 run's
+        # first config waited for 8 imports in a row), and their imports are waited for here, where Ctrl-C may
+        # stop the wait, within the run's timeout.
+        reserved: dict[int, _Server] = {}
         try:
+            for i, spec in enumerate(specs):
+                if cold_reason(spec, self.base_env, self.python) is None:
+                    reserved[i] = self._acquire(server_env(self.base_env, spec.env))
+            self._await_ready(reserved, float(kw.get("timeout_s", 60.0)), kw.get("interruptible", True))
+            order = {id(spec): i for i, spec in enumerate(specs)}
+
+            def start(spec: ProcessSpec, log: IO[bytes]):
+                child = self.start(spec, log, reserved.pop(order[id(spec)], None))
+                children.append(child)
+                return child
+
             return run_group(specs, start=start, **kw)
         finally:
+            for server in reserved.values():  # not used (interrupted, or the group ended before it started them)
+                self.release(server)
             for child in children:
                 if isinstance(child, PooledChild):
                     if child.returncode is None:
@@ -269,6 +288,21 @@ class WarmPool:
                         except subprocess.TimeoutExpired:
                             child.server.close()
                     self.release(child.server)
+
+    def _await_ready(self, reserved: dict[int, _Server], timeout_s: float, interruptible: bool) -> None:
+        """Wait for the reserved servers to finish importing torch, at most ``timeout_s`` (the run's timeout) in all;
+        one still importing then is closed and dropped from ``reserved``, so its rank starts cold. A server hung in
+        its start (a setup's PYTHONPATH with a sitecustomize that blocks) held the run past its timeout before, and
+        Ctrl-C with it: the rank's start waited for the server's ready line with Ctrl-C deferred."""
+        deadline = time.monotonic() + timeout_s
+        for i, server in list(reserved.items()):
+            if server.wait_ready(max(0.0, deadline - time.monotonic()), interruptible):
+                continue
+            del reserved[i]
+            with self._lock:
+                if server in self._all:
+                    self._all.remove(server)
+            server.close()
 
     def close(self) -> None:
         with self._lock:

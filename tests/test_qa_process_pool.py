@@ -1,0 +1,120 @@
+"""QA of the warm pool with real processes: a server that hangs in its own start, and what each setup's ranks see.
+
+A setup's PYTHONPATH starts pool servers of its own (execution/pool.py: loader values), so a sitecustomize there runs
+inside the server's start; one that blocks there must cost the run its probe timeout, not hold the sweep (and Ctrl-C)
+until it returns. Ranks forked from shared servers must see exactly their own setup's env: the safety pins, their own
+RANK/LOCAL_RANK/NCCL_HOSTID, and nothing a previous setup set.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import assert_no_processes, write_conf
+
+pytestmark = pytest.mark.slow
+
+PINS = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+
+
+def _hanging_site(tmp_path: Path) -> Path:
+    site = tmp_path / "hangsite"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text("import time\ntime.sleep(600)\n")
+    return site
+
+
+def _hang_conf(tmp_path: Path, timeout_s: int) -> Path:
+    return write_conf(tmp_path / "hang.yaml", f"""
+backend: gloo
+grids: [1x2]
+setups:
+  hangsite: {{PYTHONPATH: {_hanging_site(tmp_path)}}}
+probe:
+  timeout_s: {timeout_s}
+  collectives: [allreduce]
+""")
+
+
+def _rows(out: Path) -> list[dict]:
+    return json.loads((out / "results.json").read_text())["results"]
+
+
+def test_a_pool_server_hung_in_its_start_costs_the_run_its_timeout_not_the_sweep(cli, tmp_path):
+    # Before: the rank's start waited for the server's ready line without a bound, with Ctrl-C deferred; the sweep
+    # sat there for the sitecustomize's 600 s whatever probe.timeout_s said.
+    out = tmp_path / "o"
+    t0 = time.monotonic()
+    done = cli.run("sweep", f"conf={_hang_conf(tmp_path, 3)}", "--out", str(out), "--allow-unknown-vars", timeout=90)
+    took = time.monotonic() - t0
+    assert done.returncode == 1, done.stdout + done.stderr
+    (row,) = _rows(out)
+    assert row["outcome"] == "timeout" and row["root_cause"]["outcome"] == "timeout", row["root_cause"]
+    # the server waited for up to the timeout, then the ranks started cold and met it too
+    assert took < 3 + 3 + 40, took
+    assert_no_processes(cli.marker)
+
+
+def test_ctrl_c_while_a_pool_server_hangs_in_its_start_exits_130(cli, tmp_path):
+    out = tmp_path / "o"
+    driver = cli.popen("sweep", f"conf={_hang_conf(tmp_path, 300)}", "--out", str(out), "--allow-unknown-vars")
+    deadline = time.monotonic() + 60
+    while not (out / "results.sqlite").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(1.5)  # the run is waiting for its hung server now
+    sent = time.monotonic()
+    driver.send_signal(signal.SIGINT)
+    try:
+        text, _ = driver.communicate(timeout=30)
+    except Exception:
+        driver.kill()
+        driver.communicate()
+        raise AssertionError("Ctrl-C did not stop a sweep whose pool server hangs in its start")
+    assert driver.returncode == 130, text
+    assert time.monotonic() - sent < 10, text
+    assert_no_processes(cli.marker)
+
+
+def test_pooled_ranks_see_their_setups_env_pins_and_rank_variables_and_nothing_of_another_setup(cli, tmp_path):
+    cli.env.update(PINS)
+    out = tmp_path / "o"
+    # setup a sets NCCL_QA_ONLY_A; b, run after it from the same warm servers, must not see it; c unsets a pinned-free
+    # variable the caller exported, so its ranks must not see that either
+    cli.env["NCCL_QA_CALLER"] = "from-caller"
+    conf = write_conf(tmp_path / "env.yaml", """
+backend: gloo
+grids: [1x2, 2x2]
+setups:
+  a: {NCCL_QA_ONLY_A: "1", NCCL_ALGO: Ring}
+  b: {NCCL_ALGO: Tree}
+  c: {NCCL_QA_CALLER: null}
+probe:
+  timeout_s: 60
+  collectives: [allreduce]
+""")
+    done = cli.run("sweep", f"conf={conf}", "--out", str(out), "--allow-unknown-vars", "--allow-ignored-vars", "--jobs", "1")
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = _rows(out)
+    assert len(rows) == 6
+    for row in rows:
+        setup, grid = row["setup"]["name"], row["grid"]
+        nodes, ppn = map(int, grid.split("x"))
+        for rank in row["ranks"]:
+            env, r = rank["env"], rank["rank"]
+            where = f"{setup} {grid} rank {r}"
+            assert rank["versions"]["start"] == "pooled", where  # forked from a server other setups' ranks came from
+            assert {k: env.get(k) for k in PINS} == PINS, where
+            assert (env["RANK"], env["WORLD_SIZE"], env["LOCAL_RANK"]) == (str(r), str(nodes * ppn), str(r % ppn)), where
+            if nodes > 1:
+                assert env["NCCL_HOSTID"] == f"envmatrix-node{r // ppn}", where
+            else:
+                assert "NCCL_HOSTID" not in env, where
+            assert ("NCCL_QA_ONLY_A" in env) == (setup == "a"), where
+            assert env["NCCL_ALGO" if setup != "c" else "RANK"] == {"a": "Ring", "b": "Tree", "c": str(r)}[setup], where
+            assert ("NCCL_QA_CALLER" in env) == (setup != "c"), where
+    assert_no_processes(cli.marker)
