@@ -108,8 +108,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 def _run(argv: Optional[Sequence[str]], words: list[str]) -> int:
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
-    # Overrides may sit on both sides of flags (argparse takes one block of positionals).
-    stray = [item for item in extra if item.startswith("-") or "=" not in item or not hasattr(args, "overrides")]
+    # Overrides may sit on both sides of flags (argparse takes one block of positionals). A word that is not an option
+    # goes to the overrides too (~KEY, or a stray word compose names as 'not KEY=VALUE'), wherever it stands.
+    stray = [item for item in extra if item.startswith("-") or not hasattr(args, "overrides")]
     if stray:  # the command's own parser, so the line points at `envmatrix CMD --help`
         args.command_parsers[args.command].error(f"unrecognized arguments: {' '.join(stray)}")
     if extra:
