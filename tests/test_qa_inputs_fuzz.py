@@ -72,3 +72,21 @@ def test_a_key_removal_after_the_flags_is_an_override_as_before_them(tmp_path, c
     assert "override ~setups.zz: setups.zz is not set" in line
     # a stray word after the flags gets compose's answer (the override, its did-you-mean), not argparse's
     assert "override bakend: not KEY=VALUE (did you mean backend?)" in refused(tmp_path, capsys, [*SWEEP, "bakend"])
+
+
+# ---- probe.bench values that reached Python's int() or a hash as they were: tracebacks, exit 1
+
+
+@pytest.mark.parametrize("text,expect", [
+    ("probe: {bench: {factor: .nan}}\n", "probe.bench.factor: nan is not a finite number; allowed: a number > 1"),
+    ("probe: {bench: {factor: .inf}}\n", "probe.bench.factor: inf is not a finite number"),  # was: OverflowError
+    ("probe: {bench: {collectives: [[allreduce]]}}\n", "probe.bench.collectives: ['allreduce'] not allowed"),
+    ("probe: {bench: {collectives: [allreduce, {a: 1}]}}\n", "probe.bench.collectives: {'a': 1} not allowed"),
+], ids=["factor-nan", "factor-inf", "collective-list", "collective-mapping"])
+def test_a_bench_value_python_cannot_take_is_one_line(tmp_path, capsys, text, expect):
+    assert expect in refused(tmp_path, capsys, SWEEP, {"c.yaml": GOOD + text})
+
+
+def test_a_bench_factor_override_of_nan_is_one_line(tmp_path, capsys):
+    line = refused(tmp_path, capsys, [*SWEEP, "probe.bench.factor=nan"], {"c.yaml": GOOD})
+    assert "probe.bench.factor: nan is not a finite number" in line  # was: ValueError traceback

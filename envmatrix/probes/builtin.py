@@ -3,6 +3,7 @@ optionally followed by a timed bench over a size sweep."""
 
 from __future__ import annotations
 
+import math
 from typing import Any, Mapping, Optional, Sequence
 
 from envmatrix import values
@@ -64,6 +65,9 @@ def normalize_bench(raw: Any, where: str, backend: str) -> Optional[dict[str, An
     factor = bench["factor"]
     if factor is not None and (isinstance(factor, bool) or not isinstance(factor, (int, float))):  # was: a TypeError
         raise ConfigError(f"{where}.factor: {factor!r} is not a number; allowed: a number > 1 (or give {where}.step_bytes)")
+    if isinstance(factor, float) and not math.isfinite(factor):  # nan, .inf: int(size * factor) raised
+        raise ConfigError(f"{where}.factor: {factor!r} is not a finite number; allowed: a number > 1 (or give "
+                          f"{where}.step_bytes)")
     if not isinstance(bench["check"], bool):  # 'no' was true
         raise ConfigError(f"{where}.check: {bench['check']!r} not allowed; allowed: true, false")
     for key in ("iters", "warmup"):
@@ -80,7 +84,7 @@ def bench_collectives(raw: Any, key: str) -> list[str]:
     if not isinstance(raw, (str, list, tuple)):  # null or a number: list() of it was a TypeError traceback
         raise ConfigError(f"{key}: {raw!r} is not a list; allowed: one or more of {', '.join(ALL)}")
     colls = [raw] if isinstance(raw, str) else list(raw)
-    bad = [c for c in colls if c not in ALL]
+    bad = [c for c in colls if not isinstance(c, str) or c not in ALL]  # a list or mapping in it: unhashable
     if bad or not colls:
         raise ConfigError(f"{key}: {repr(bad[0]) + ' not allowed' if bad else 'none given'}; allowed: one or more of "
                           f"{', '.join(ALL)}")
