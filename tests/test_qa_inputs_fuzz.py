@@ -90,3 +90,9 @@ def test_a_bench_value_python_cannot_take_is_one_line(tmp_path, capsys, text, ex
 def test_a_bench_factor_override_of_nan_is_one_line(tmp_path, capsys):
     line = refused(tmp_path, capsys, [*SWEEP, "probe.bench.factor=nan"], {"c.yaml": GOOD})
     assert "probe.bench.factor: nan is not a finite number" in line  # was: ValueError traceback
+
+
+def test_a_bench_of_zero_is_refused_not_read_as_false(tmp_path, capsys):
+    # 0 == False in Python: 'bench: 0' ran with no bench at all, where 'bench: 1' was refused as no mapping
+    line = refused(tmp_path, capsys, SWEEP, {"c.yaml": GOOD + "probe: {bench: 0}\n"})
+    assert "probe.bench: 0 is not a mapping; allowed: true, or a mapping" in line

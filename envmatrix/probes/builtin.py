@@ -43,7 +43,7 @@ def default_max_bytes(backend: str) -> int:
 
 
 def normalize_bench(raw: Any, where: str, backend: str) -> Optional[dict[str, Any]]:
-    if raw in (None, False):
+    if raw is None or raw is False:  # 0 == False: bench: 0 was taken as no bench, as hermetic: 5 was true
         return None
     if raw is not True and not isinstance(raw, Mapping):
         raise ConfigError(f"{where}: {raw!r} is not a mapping; allowed: true, or a mapping such as "
