@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import html
+import re
+from html.parser import HTMLParser
+from pathlib import Path
+
 import pytest
 import yaml
 
-from conftest import write_conf
+from conftest import Cli, write_conf
 
 
 @pytest.mark.slow
@@ -19,3 +24,80 @@ def test_a_setup_name_with_dollars_is_drawn_as_written(cli, tmp_path):
     assert done.returncode == 0 and "html report:" in done.stdout, done.stdout[-3000:] + done.stderr[-3000:]
     page = (tmp_path / "b" / "report.html").read_text()
     assert 'data-plot="curve-allreduce"' in page and f"({name}) 1x1</text>" in page
+
+
+HIDDEN = "\x1b[31m red \x07 \u202eesrever\u202c"
+CONTROL_IN_PAGE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\u202a-\u202e\u2066-\u2069]")
+
+
+class Page(HTMLParser):
+    """Start tags with their attributes, and the text of each table cell."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.tags: list[tuple[str, dict]] = []
+        self.cells: list[str] = []
+        self._cell: list[str] | None = None
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append((tag, dict(attrs)))
+        if tag == "td":
+            self._cell = []
+
+    def handle_endtag(self, tag):
+        if tag == "td" and self._cell is not None:
+            self.cells.append("".join(self._cell))
+            self._cell = None
+
+    def handle_data(self, data):
+        if self._cell is not None:
+            self._cell.append(data)
+
+
+@pytest.fixture(scope="module")
+def hostile_page(tmp_path_factory) -> Path:
+    from test_qa_reports_markdown import hostile_sweep
+
+    tmp = tmp_path_factory.mktemp("hostile_html")
+    hostile_sweep(Cli(tmp), tmp, grids=("1x1", "1x2"), extra={"hidden\u202e": {"QA_V": HIDDEN}, "fail2": {"QA_FAIL": HIDDEN}})
+    return tmp / "run" / "report.html"
+
+
+@pytest.mark.slow
+def test_hostile_values_are_text_of_the_page_not_markup(hostile_page):
+    from test_qa_reports_markdown import SETUPS
+
+    page = Page()
+    page.feed(hostile_page.read_text())
+    page.close()
+    # the template's one self-check script; no tag or handler came from a name, a value or a root-cause line
+    assert [t for t, _ in page.tags].count("script") == 1
+    assert not [(t, a) for t, a in page.tags if t in ("img", "i", "iframe", "link", "object")]
+    assert not [(t, a) for t, a in page.tags if any(k.startswith("on") for k in a)]
+    assert not [(t, a) for t, a in page.tags if any(str(v).startswith(("http:", "https:", "//")) for k, v in a.items()
+                                                    if k in ("src", "href") and t != "svg")]
+    for name in SETUPS:
+        assert f"({name})" in page.cells, name
+    assert "(hidden\\u202e)" in page.cells
+    legend = {cell: page.cells[i + 1] for i, cell in enumerate(page.cells[:-1]) if cell.startswith("(")}
+    assert legend["(pi|pe)"].endswith("QA_V=a|b") and legend["(bs)"].endswith("QA_V=a\\|b\\")
+    assert any(c.endswith("<script>alert(3)</script> a|b `c` & [x](javascript:alert(4)) <i>x|y</i>") for c in page.cells)
+
+
+@pytest.mark.slow
+def test_no_control_or_bidi_character_reaches_the_page(hostile_page):
+    # Before: a root-cause line's terminal escapes and an env value's NUL, bell and right-to-left override went into
+    # the page as they were (HTML has no place for them; the override reversed the text after it).
+    text = hostile_page.read_text()
+    assert not CONTROL_IN_PAGE.findall(text), sorted(set(CONTROL_IN_PAGE.findall(text)))
+    assert html.escape("\\x1b[31m red \\x07 \\u202eesrever\\u202c", quote=False) in text
+
+
+@pytest.mark.slow
+def test_hostile_page_loads_in_chromium_without_console_messages(hostile_page):
+    from report_helpers import load_page  # skips, saying so, where chromium is not installed
+
+    loaded = load_page(hostile_page)
+    assert loaded.console == [], loaded.console
+    assert loaded.figures >= 1 and loaded.drawn == loaded.figures
+    assert "alert" not in "".join(loaded.console)

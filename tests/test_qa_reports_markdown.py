@@ -35,8 +35,9 @@ SETUPS = {
 }
 
 
-def hostile_sweep(cli, tmp_path, grids=("1x1",)) -> tuple[object, str]:
-    conf = {"name": "hostile", "backend": "gloo", "grids": list(grids), "setups": SETUPS,
+def hostile_sweep(cli, tmp_path, grids=("1x1",), extra=None) -> tuple[object, str]:
+    """A real command-probe sweep of SETUPS (and ``extra``) into tmp_path/run: the failing setup's exit 1."""
+    conf = {"name": "hostile", "backend": "gloo", "grids": list(grids), "setups": {**SETUPS, **(extra or {})},
             "probe": {"name": "command", "timeout_s": 60, "command": [sys.executable, "-c", PROBE]}}
     path = write_conf(tmp_path / "hostile.yaml", yaml.safe_dump(conf, allow_unicode=True))
     out = str(tmp_path / "run")

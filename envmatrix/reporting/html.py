@@ -11,9 +11,19 @@ from envmatrix.reporting import plots
 from envmatrix.reporting.conditions_tables import pattern_blocks
 from envmatrix.reporting.hosts import HOST_COLUMNS, host_cells, host_rows
 from envmatrix.reporting.pairs_tables import report_heatmaps
+from envmatrix.reporting.text import visible
 from envmatrix.reporting.html_model import RunData, build_curves, build_matrix_model
 
 REPORT_NAME = "report.html"
+
+
+def _shown(value):
+    """Every value the page prints, before autoescape: a terminal escape or a bidi override a run recorded is shown as
+    its escape (``\\x1b``), not put in the page (HTML has no place for control characters; a bidi override would
+    reverse what follows it). Markup (the figures) is the page's own."""
+    from markupsafe import Markup
+
+    return value if isinstance(value, Markup) or not isinstance(value, str) else visible(value)
 
 
 def _env():
@@ -24,6 +34,7 @@ def _env():
         autoescape=jinja2.select_autoescape(["html", "j2"]),
         trim_blocks=True,
         lstrip_blocks=True,
+        finalize=_shown,
     )
 
 

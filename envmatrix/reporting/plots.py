@@ -7,6 +7,7 @@ import textwrap
 from typing import Sequence
 
 from envmatrix.reporting.html_model import Curve, MatrixModel, SearchModel, best_so_far
+from envmatrix.reporting.text import one_line, visible
 from envmatrix.results import PASS
 
 # One colour per outcome class, so the same failure looks the same in every plot.
@@ -108,7 +109,7 @@ def matrix_heatmap(model: MatrixModel) -> str:
 def _xml(text: str) -> str:
     from xml.sax.saxutils import escape
 
-    return escape(str(text))
+    return escape(visible(text))
 
 
 def _size_label(n: float) -> str:
@@ -132,7 +133,7 @@ def size_curves(collective: str, curves: Sequence[Curve]) -> str:
     plotted = {bw: 0, tm: 0}
     for c in curves:
         marker = "o" if len(c.sizes) < 24 else None
-        label = c.label + (f"  #wrong {c.wrong}" if c.wrong else "")
+        label = visible(c.label) + (f"  #wrong {c.wrong}" if c.wrong else "")
         # log axes: a zero (unmeasured or too small to time) would be dropped with a warning, so leave it out
         for ax, ys in ((bw, c.busbw), (tm, c.time_us)):
             xs, ys = _positive(c.sizes, ys)
@@ -184,7 +185,7 @@ def bisect_trail(report: dict) -> str:
     ax.set_ylim(len(letters) + 0.6, -0.5)
     ax.set_aspect("auto")
     ax.set_xticks(range(len(trail)), [str(i + 1) for i in range(len(trail))])
-    labels = [f"{l}: {atoms[l]}"[:48] + ("  <- culprit" if atoms[l] in culprit_atoms else "") for l in letters]
+    labels = [one_line(f"{l}: {atoms[l]}")[:48] + ("  <- culprit" if atoms[l] in culprit_atoms else "") for l in letters]
     ax.set_yticks(range(len(letters) + 1), [*labels, "probe outcome"])
     ax.set_xlabel("probe (in launch order); green = passed, red = failed")
     ax.set_title(f"bisect {report.get('name')} on {report.get('grid')}")
