@@ -5,13 +5,15 @@ from __future__ import annotations
 import time
 from typing import Optional, Protocol, Sequence
 
-from rich.console import Console, Group
+from rich.console import Console, ConsoleOptions, Group, RenderResult
 from rich.live import Live
+from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
 from envmatrix.reporting.hosts import HOST_COLUMNS, host_cells, host_rows
 from envmatrix.reporting.matrix import Matrix
+from envmatrix.reporting.text import one_line, visible
 from envmatrix.planning.plan import Run
 from envmatrix.results import ProbeResult
 
@@ -78,34 +80,56 @@ class LiveProgress:
             return
         if result is not None:
             mark = "pass" if result.passed else f"{result.outcome}: {result.root_cause.get('line') or ''}"[:160]
-            self.last = f"({result.setup_name}) {result.grid}: {mark}"
+            self.last = one_line(f"({result.setup_name}) {result.grid}: {mark}")
         if self.live is not None:
             self.live.update(self._render(progress))
             if event == "end":
                 self.live.stop()
 
 
+_CELL_STYLE = {"1": "green", "0": "bold red", "s": "bold yellow", "-": "dim"}
+
+
+class MatrixTable:
+    """The success matrix as wide as the console allows: grids x setups, or setups x grids where the setups' columns
+    would not fit (rich would shrink every column to nothing and print no cell at all: a 57-setup sweep on a
+    200-column terminal showed an empty grid)."""
+
+    def __init__(self, matrix: Matrix, title: str) -> None:
+        self.matrix, self.title = matrix, title
+
+    def table(self, transpose: bool) -> Table:
+        m = self.matrix
+        table = Table(title=self.title)
+        table.add_column("setup" if transpose else "grid", style="bold")
+        for column in (m.rows if transpose else m.columns):
+            table.add_column(Text(column if transpose else f"({one_line(column)})"), justify="center")
+        cells = [(f"({one_line(c)})", [m.cell(g, c) for g in m.rows]) for c in m.columns] if transpose else \
+            [(g, [m.cell(g, c) for c in m.columns]) for g in m.rows]
+        for label, values in cells:
+            table.add_row(Text(label), *[Text(v, style=_CELL_STYLE[v]) for v in values])
+        return table
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        wide = self.table(transpose=False)
+        fits = Measurement.get(console, options.update_width(1 << 20), wide).minimum <= options.max_width  # unclamped
+        yield wide if fits else self.table(transpose=True)
+
+
 def matrix_tables(matrix: Matrix, title: str, results: Sequence[ProbeResult] = ()) -> Group:
-    table = Table(title=title)
-    table.add_column("grid", style="bold")
-    for column in matrix.columns:
-        table.add_column(Text(f"({column})"), justify="center")
-    style = {"1": "green", "0": "bold red", "s": "bold yellow", "-": "dim"}
-    for row in matrix.rows:
-        table.add_row(Text(row), *[Text(matrix.cell(row, c), style=style[matrix.cell(row, c)]) for c in matrix.columns])
     legend = Table(title="setups (diff against the first)", show_header=True)
     legend.add_column("setup")
     legend.add_column("env", overflow="fold")
     for name, env in matrix.legend:
-        legend.add_row(Text(f"({name})"), Text(env))
-    parts = [table, legend]
+        legend.add_row(Text(f"({one_line(name)})"), Text(one_line(env)))
+    parts = [MatrixTable(matrix, title), legend]
     if matrix.failures:
         fails = Table(title="failures")
         for col in ("setup", "grid", "class", "rank", "host", "root cause"):
             fails.add_column(col, overflow="fold")
         for f in matrix.failures:
             cells = (f"({f.setup})", f.grid, f.outcome, "" if f.rank is None else str(f.rank), f.host or "", f.line[:300])
-            fails.add_row(*map(Text, cells))
+            fails.add_row(*(Text(one_line(c)) for c in cells))
         parts.append(fails)
     hosts = host_rows(results)
     if hosts:
@@ -113,14 +137,14 @@ def matrix_tables(matrix: Matrix, title: str, results: Sequence[ProbeResult] = (
         for col in HOST_COLUMNS:
             per_host.add_column(col, overflow="fold")
         for row in hosts:
-            per_host.add_row(*map(Text, host_cells(row)))
+            per_host.add_row(*(Text(one_line(c)) for c in host_cells(row)))
         parts.append(per_host)
     return Group(*parts)
 
 
 def clip_words(text: str, width: int) -> str:
     """``text`` on one line, at most ``width`` characters, cut at a word boundary with an ellipsis (never mid-word)."""
-    text = " ".join(str(text).split())
+    text = " ".join(visible(text).split())  # a terminal escape in a root-cause line is shown, not obeyed
     if len(text) <= width:
         return text
     cut = text[: width - 1]
