@@ -112,6 +112,9 @@ class ProbeResult:
     versions: dict[str, Any] = field(default_factory=dict)
     metrics: list[dict[str, Any]] = field(default_factory=list)  # bench rows (per size)
     intended_env: dict[str, str] = field(default_factory=dict)  # setup env as applied
+    # the caller's variables every rank inherited beside the setup's (engine.trial.inherited_env); a stored result is
+    # reused only under the same; None: stored before it was recorded (reused as before)
+    inherited_env: Optional[dict[str, str]] = None
     nccl: dict[str, Any] = field(default_factory=dict)  # parsed NCCL log: version, transports, plugin, warnings
     # argv of every process the launcher started (mpirun/srun: one; local: one per rank), so a cell can be re-run by hand
     argv: list[list[str]] = field(default_factory=list)
@@ -156,6 +159,8 @@ class ProbeResult:
         data["duration_s"] = round(self.duration_s, 3)
         if not data["network"]:
             del data["network"]  # runs off the network axis are stored (and rendered) as before it existed
+        if data["inherited_env"] is None:
+            del data["inherited_env"]  # likewise results stored before it was recorded
         return data
 
     def dumps(self) -> str:

@@ -8,6 +8,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Optional, Sequence, Union
 
+from envmatrix.boundary import ECHO_NAMES, is_echoed
 from envmatrix.engine.session import Session
 from envmatrix.env.atoms import Setup, atoms_from_mapping
 from envmatrix.paths import file_safe
@@ -70,7 +71,8 @@ def run_trial(
     run = setup if isinstance(setup, Run) else plan_trial(session, setup, grid)
     if reuse:
         for stored in session.store.latest(run_keys=[run.key]):
-            return Trial(stored, False)
+            if reusable(session, stored):
+                return Trial(stored, False)
     return _commit(session, _launch(session, run, label, cuda_visible))
 
 
@@ -99,9 +101,28 @@ def _launch(session: Session, run: Run, label: Optional[str], cuda_visible: Opti
                              pool=session.pool, host_seats=session.host_seats)
         result.network = record.to_json()  # filled once the links are restored: the proof's "after" included
     result.sweep_id, result.host = session.sweep_id, session.host
+    result.inherited_env = inherited_env(session.environ)
     if session.judge is not None:
         session.judge(result)
     return result
+
+
+# Set per run by the launcher, envmatrix's own, or the allocation's GPUs (placement records which ran): not the env a
+# run measures, and a resubmitted job's may differ.
+_NOT_INHERITED = ("MASTER_", "ENVMATRIX_", "CUDA_VISIBLE_DEVICES")
+
+
+def inherited_env(environ: Mapping[str, str]) -> dict[str, str]:
+    """The caller's variables every rank inherits that can change what a run measures: the families ranks echo
+    (NCCL_*, FI_*, LD_*, ...; the safety pins among them), outside the run key, which hashes the setup only."""
+    return {k: v for k, v in sorted(environ.items())
+            if is_echoed(k) and k not in ECHO_NAMES and not k.startswith(_NOT_INHERITED)}
+
+
+def reusable(session: Session, stored: ProbeResult) -> bool:
+    """A stored result stands for a run only when its ranks inherited what this session's would: a sweep resumed
+    after `module load` of another NCCL (LD_LIBRARY_PATH) or an exported NCCL_IB_HCA measures again."""
+    return stored.inherited_env is None or stored.inherited_env == inherited_env(session.environ)
 
 
 def _commit(session: Session, result: ProbeResult) -> Trial:
@@ -115,8 +136,9 @@ def run_trials(session: Session, runs: Sequence[Run], *, rerun: bool = False, li
     from envmatrix.planning.packing import pack_batches
 
     stored = session.store.completed_keys(r.key for r in runs)
-    done = set() if rerun else stored
-    failed_before = sum(not r.passed for r in session.store.latest(run_keys=list(done))) if done else 0
+    reused = [r for r in session.store.latest(run_keys=list(stored)) if reusable(session, r)] if stored and not rerun else []
+    done = {r.run_key for r in reused}
+    failed_before = sum(not r.passed for r in reused)
     progress = TrialProgress(total=len(runs), skipped=len(done), skipped_failed=failed_before,
                              rerun=len(stored) if rerun else 0)
     notify = listener or (lambda *_: None)
