@@ -122,6 +122,8 @@ def words(key: str, text: Any) -> list[str]:
                     "balanced quotes, e.g. 'my_check -n \"a b\"'") from None
     if not argv:
         raise _fail(key, text, "is empty", "a command, e.g. 'my_check -q'")
+    if "\x00" in text:  # as word_list refuses it: the launch raised 'embedded null byte', stored as the run's failure
+        raise _fail(key, text, "contains a NUL byte", "text without NUL")
     return argv
 
 

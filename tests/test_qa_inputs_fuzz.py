@@ -96,3 +96,11 @@ def test_a_bench_of_zero_is_refused_not_read_as_false(tmp_path, capsys):
     # 0 == False in Python: 'bench: 0' ran with no bench at all, where 'bench: 1' was refused as no mapping
     line = refused(tmp_path, capsys, SWEEP, {"c.yaml": GOOD + "probe: {bench: 0}\n"})
     assert "probe.bench: 0 is not a mapping; allowed: true, or a mapping" in line
+
+
+def test_a_command_line_holding_a_nul_byte_is_refused_before_any_launch(tmp_path, capsys):
+    # the list form was refused; the one-string form passed shlex, and each run failed as launch_error 'ValueError:
+    # embedded null byte', stored in a new run directory, exit 1
+    conf = GOOD + 'probe: {name: command, command: "/bin/true a\\0b"}\n'
+    line = refused(tmp_path, capsys, SWEEP, {"c.yaml": conf})
+    assert "probe.command: '/bin/true a\\x00b' contains a NUL byte; allowed: text without NUL" in line
