@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 from envmatrix.judgement.regressions import RunDiff
+from envmatrix.reporting.text import one_line
 
 
 def diff_text(d: RunDiff, run_a: str, run_b: str) -> str:
@@ -24,8 +25,11 @@ def diff_text(d: RunDiff, run_a: str, run_b: str) -> str:
     for label, keys in (("only in A", d.only_a), ("only in B", d.only_b), ("untested in B (exit 125)", d.untested)):
         if keys:
             lines.append(f"  {label}: " + ", ".join(f"({s}) {g} [{b}]" for s, g, b in keys))
+    if d.unmeasured:
+        lines.append("  busbw of A not measured in B: " + ", ".join(f"({s}) {g} [{b}] {c} {n} B" for s, g, b, c, n in d.unmeasured))
     lines.append("verdict: " + _verdict(d))
-    return "\n".join(lines)
+    # names and root-cause lines are the runs' own: a terminal escape or a newline in them is shown, not obeyed
+    return "\n".join(one_line(line) for line in lines)
 
 
 def _verdict(d: RunDiff) -> str:
@@ -36,5 +40,6 @@ def _verdict(d: RunDiff) -> str:
     if d.compared_cells == 0 and not d.untested:
         return "INCONCLUSIVE: no cell (setup, grid, backend) is in both runs"
     why = ([f"{len(d.only_a)} of run A's are not in run B"] if d.only_a else []) + \
-        ([f"run B could not test {len(d.untested)} (unresolved)"] if d.untested else [])
+        ([f"run B could not test {len(d.untested)} (unresolved)"] if d.untested else []) + \
+        ([f"run B did not measure {len(d.unmeasured)} of run A's busbw points"] if d.unmeasured else [])
     return f"INCONCLUSIVE: no regression in the {d.compared_cells} cells compared, but {' and '.join(why)}"
