@@ -14,8 +14,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="compare two runs: cells that flipped pass<->fail and busbw drops; exit 1 on any regression",
         description="Compare run B against run A cell by cell (setup, grid): pass->fail and fail->pass with the error line, "
         "and busbw regressions beyond --busbw-drop per (setup, grid, collective, size). Exit 1 on any pass->fail or busbw "
-        "regression, 3 when a cell of run A is not in run B (nothing compared there), 0 otherwise: a gate for NCCL, plugin "
-        "or driver upgrades.",
+        "regression, 3 when a cell or busbw point of run A is not in run B (nothing compared there), 0 otherwise: a gate "
+        "for NCCL, plugin or driver upgrades.",
         epilog="examples:\n  envmatrix diff reports/runs/before reports/runs/after\n"
         "  envmatrix diff before/ after/ --busbw-drop 10% --json > diff.json",
         formatter_class=argparse.RawDescriptionHelpFormatter,

@@ -13,6 +13,7 @@ from envmatrix.judgement.thresholds import parse_percent
 from envmatrix.results import UNRESOLVED, ProbeResult
 
 CellKey = tuple[str, str, str]  # (setup, grid, backend)
+PointKey = tuple[str, str, str, str, int]  # (setup, grid, backend, collective, size_bytes)
 
 
 @dataclass
@@ -55,6 +56,7 @@ class RunDiff:
     only_a: list[CellKey] = field(default_factory=list)
     only_b: list[CellKey] = field(default_factory=list)
     untested: list[CellKey] = field(default_factory=list)  # run A's verdict, run B unresolved (exit 125: cannot test)
+    unmeasured: list[PointKey] = field(default_factory=list)  # run A's busbw points a passing run B has no figure for
 
     @property
     def regressed(self) -> bool:
@@ -63,8 +65,10 @@ class RunDiff:
     @property
     def inconclusive(self) -> bool:
         """No regression seen, but a cell of the reference was not compared (run B lacks it: a smaller grid, a sweep
-        killed before it, another run altogether): a gate cannot vouch for what it never compared."""
-        return not self.regressed and (self.compared_cells == 0 or bool(self.only_a) or bool(self.untested))
+        killed before it, another run altogether), or a busbw point of it was not (run B benched other sizes, or
+        not at all): a gate cannot vouch for what it never compared."""
+        return not self.regressed and (self.compared_cells == 0 or bool(self.only_a) or bool(self.untested)
+                                       or bool(self.unmeasured))
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -80,6 +84,7 @@ class RunDiff:
             "only_in_a": [list(k) for k in self.only_a],
             "only_in_b": [list(k) for k in self.only_b],
             "untested": [list(k) for k in self.untested],
+            "busbw_points_missing_in_b": [list(k) for k in self.unmeasured],
         }
 
 
@@ -121,6 +126,8 @@ def diff_runs(a: Sequence[ProbeResult], b: Sequence[ProbeResult], threshold_pct:
         elif not ra.passed and not rb.passed and ra.outcome != rb.outcome:
             out.changed_failure.append(Flip(*key, ra.outcome, rb.outcome, _line(rb)))
         pa, pb = _bw_points(ra), _bw_points(rb)
+        if rb.passed:  # a failed run B is already pass->fail; a passing one without A's figures measured less
+            out.unmeasured += [(*key, *point) for point in sorted(pa.keys() - pb.keys()) if pa[point] > 0]
         for point in sorted(pa.keys() & pb.keys()):
             if pa[point] <= 0:
                 continue
