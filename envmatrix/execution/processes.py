@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Mapping, Optional, Sequence
 
 from envmatrix import interrupts
-from envmatrix.boundary import ProcessOutcome, ProcessSpec
+from envmatrix.boundary import RESULT_DIR_VAR, ProcessOutcome, ProcessSpec
 
 _PR_SET_PDEATHSIG = 1
 try:
@@ -180,6 +180,50 @@ def _kill_led_by(leaders: set[int]) -> None:
             continue
 
 
+def boot_ticks() -> int:
+    """Now, in the clock ticks since boot that /proc/PID/stat's start time is counted in."""
+    return int(time.clock_gettime(time.CLOCK_BOOTTIME) * os.sysconf("SC_CLK_TCK"))
+
+
+def run_markers(specs: Sequence[ProcessSpec]) -> list[frozenset[bytes]]:
+    """What every process a run starts carries in its environment: its result directory (``ENVMATRIX_RESULT_DIR``,
+    the rank env's own or, for a launcher process that passes it on to its ranks, the directory it starts in)."""
+    dirs = {spec.env.get(RESULT_DIR_VAR) or spec.cwd for spec in specs} - {None, ""}
+    return [frozenset({f"{RESULT_DIR_VAR}={d}".encode()}) for d in sorted(dirs)]
+
+
+def kill_strays(since_ticks: int, markers: Sequence[frozenset[bytes]], passes: int = 3) -> list[int]:
+    """SIGKILL every process started at or after ``since_ticks`` (``boot_ticks``) whose environment holds all the
+    entries of one of ``markers``; the pids killed. For what left the trees, sessions and groups ``kill_tree``
+    reaches: a daemon (fork, setsid, fork) a rank started is re-parented to init in a session of its own, and a
+    rank that exited cleanly left it running after the probe. A process that cleared its environment escapes."""
+    killed: list[int] = []
+    if not markers:
+        return killed
+    me = os.getpid()
+    for _ in range(passes):  # a stray forking as it is killed: its child is new in the next pass
+        found = []
+        for pid, fields in _proc_stats():
+            try:
+                if pid == me or pid in killed or int(fields[19]) < since_ticks:  # stat field 22: start time
+                    continue
+                with open(f"/proc/{pid}/environ", "rb") as fh:
+                    env = set(fh.read().split(b"\0"))
+            except (OSError, IndexError, ValueError):
+                continue
+            if any(marker <= env for marker in markers):
+                found.append(pid)
+        for pid in found:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                continue
+            killed.append(pid)
+        if not found:
+            break
+    return killed
+
+
 def send_signal(pids: Sequence[int], sig: int) -> None:
     """``sig`` to each process itself (not its group: a launcher forwards it to its ranks)."""
     for pid in pids:
@@ -271,6 +315,7 @@ def run_group(
     outcomes: list[Optional[ProcessOutcome]] = []
     log_files = []
     pidfds: dict[int, int] = {}
+    since = boot_ticks() - 1  # a tick's rounding: a rank started in this tick still counts
     try:
         for spec in specs:
             if isinstance(spec.argv, str):
@@ -338,6 +383,7 @@ def run_group(
             kill_tree(proc.pid)
         for proc in live:
             proc.wait()
+        kill_strays(since, run_markers(specs))  # daemons the ranks left, outside every tree and session above
         for log in log_files:
             log.close()
         for fd in pidfds.values():

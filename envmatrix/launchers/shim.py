@@ -39,7 +39,7 @@ from typing import Any, Mapping, Optional, Sequence
 from envmatrix.env.atoms import UNSET
 from envmatrix.env.merge import compose_rank_env
 from envmatrix.errors import ConfigError, did_you_mean
-from envmatrix.execution.processes import fork_exec_in_group
+from envmatrix.execution.processes import boot_ticks, fork_exec_in_group, kill_strays
 from envmatrix.boundary import (RESULT_DIR_VAR, ProcessOutcome, ProcessSpec, echoed_env, env_digest, env_report_path,
                                 rank_var_names)
 from envmatrix.launchers.base import LaunchContext, Launcher, LaunchPlan, RankSlot
@@ -332,8 +332,9 @@ def _pdeathsig(sig: int) -> None:
         pass
 
 
-def _supervise(child: int) -> int:
-    """Wait for the probe; if the launcher goes away or signals us, kill the probe's whole group."""
+def _supervise(child: int, strays: tuple[int, list[frozenset[bytes]]] = (0, [])) -> int:
+    """Wait for the probe; if the launcher goes away or signals us, kill the probe's whole group, and then what the
+    probe left outside it (``strays``: since when, which environment: processes.kill_strays)."""
 
     def stop(signum: int, _frame: Any) -> None:
         try:
@@ -362,6 +363,8 @@ def _supervise(child: int) -> int:
         os.killpg(child, signal.SIGKILL)  # grandchildren the probe left behind
     except OSError:
         pass
+    # daemons it left in sessions of their own: on another node the driver's own sweep of this host cannot reach them
+    kill_strays(*strays)
     if os.WIFSIGNALED(status):
         sig = os.WTERMSIG(status)
         if sig not in (signal.SIGKILL, signal.SIGSTOP):  # no handler can be set for these (OSError: exit 1)
@@ -433,9 +436,12 @@ def main(argv: Sequence[str]) -> int:
     # A stack-dump request that comes before the forwarder is installed must not kill the shim.
     signal.signal(signal.SIGUSR1, signal.SIG_IGN)
     # the probe: its own process group, so the shim can kill it with its children
+    since = boot_ticks() - 1
     child = fork_exec_in_group(args, env, log, f"envmatrix shim: rank {rank}", default_signals=(signal.SIGUSR1,))
     os.close(log)
-    return _supervise(child)
+    # this rank's processes only: the other ranks on this host share the result directory, not the rank
+    mine = frozenset({f"{RESULT_DIR_VAR}={result_dir}".encode(), f"RANK={rank}".encode()})
+    return _supervise(child, (since, [mine]))
 
 
 if __name__ == "__main__":
