@@ -104,3 +104,13 @@ def test_a_command_line_holding_a_nul_byte_is_refused_before_any_launch(tmp_path
     conf = GOOD + 'probe: {name: command, command: "/bin/true a\\0b"}\n'
     line = refused(tmp_path, capsys, SWEEP, {"c.yaml": conf})
     assert "probe.command: '/bin/true a\\x00b' contains a NUL byte; allowed: text without NUL" in line
+
+
+@pytest.mark.parametrize("text,expect", [
+    ("probe: {collectives: {allreduce: 1}}\n", "c.yaml: probe.collectives: {'allreduce': 1} is not a list; allowed: a list"),
+    ("probe: {forbid_transport: {NET: 1}}\n", "c.yaml: probe.forbid_transport: {'NET': 1} is not a list"),
+], ids=["collectives", "forbid_transport"])
+def test_a_mapping_where_the_probe_takes_a_list_names_the_key(tmp_path, capsys, text, expect):
+    # Hydra cannot merge it into the probe group's list and named no key: 'c.yaml: (top level): a value of the wrong
+    # kind; allowed: a value of the kind the schema gives it'
+    assert expect in refused(tmp_path, capsys, SWEEP, {"c.yaml": GOOD + text})

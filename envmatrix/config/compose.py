@@ -227,6 +227,8 @@ def compose_config(overrides: Sequence[str]) -> tuple[Any, Path]:
     named = next((o.split("=", 1)[1] for o in rest if o.lstrip("+").startswith("probe.name=")
                   and o.split("=", 1)[1] in probe_names()), named)
     group = [] if chosen else [f"probe={named or 'builtin'}"]
+    if isinstance(content.get("probe"), dict):
+        _check_probe_kinds(conf_file.name, (chosen[-1].split("=", 1)[1] if chosen else named) or "builtin", content["probe"])
     try:
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
             cfg = compose(config_name="config", overrides=["conf=selected", *group, *rest])
@@ -308,6 +310,20 @@ def _check_top_level(where: str, key: str, value: Any) -> None:
     if number is not None:  # YAML reads `5:` as a number, which the schema's text-keyed mappings refuse without a key
         raise ConfigError(f"{where}: {key}.{number}: the key {number!r} is a number; allowed: text keys "
                           f"(quote it: '{number}')")
+
+
+def _check_probe_kinds(where: str, probe: str, block: dict[str, Any]) -> None:
+    """The file's probe values against the kind of the probe's defaults: Hydra cannot merge a mapping into a list
+    (collectives: {a: 1}) nor a list into a mapping, and says so naming no key ('(top level)')."""
+    from envmatrix.probes import get_probe
+
+    defaults = get_probe(probe).defaults
+    for key, value in block.items():
+        default = defaults.get(key)
+        for kind, other, what in ((list, dict, "a list"), (dict, list, "a mapping")):
+            if isinstance(default, kind) and isinstance(value, other):
+                raise ConfigError(f"{where}: probe.{key}: {value!r} is not {what}; allowed: {what} (the {probe} probe's "
+                                  f"default: {default!r})")
 
 
 def _whole_mappings(content: dict[str, Any], overrides: Sequence[str]) -> list[str]:
