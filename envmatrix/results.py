@@ -7,7 +7,7 @@ tail, failure class); the run's root cause is the first observed failure.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Iterable, Optional
 
 # Ordered from "most specific" to "least": used to pick a run's class when
@@ -170,5 +170,12 @@ class ProbeResult:
     def from_json(cls, data: dict[str, Any]) -> "ProbeResult":
         data = dict(data)
         data.pop("duration_s", None)
-        ranks = [RankResult(**r) for r in data.pop("ranks", [])]
-        return cls(ranks=ranks, **data)
+        ranks = [RankResult(**_known(RankResult, r)) for r in data.pop("ranks", [])]
+        return cls(ranks=ranks, **_known(cls, data))
+
+
+def _known(cls: type, data: dict[str, Any]) -> dict[str, Any]:
+    """The fields this version knows: a store a newer envmatrix wrote (a field added since) is read, not a TypeError
+    traceback in every command that opens it."""
+    names = {f.name for f in fields(cls)}
+    return {k: v for k, v in data.items() if k in names}
