@@ -17,7 +17,7 @@ import pytest
 
 from envmatrix.bench.formulas import collective_spec
 from envmatrix.bench.sizes import DTYPE_BYTES, printed_count
-from envmatrix.cli import build_parser
+from envmatrix.cli import build_parser, main
 
 REPO = Path(__file__).resolve().parents[1]
 README = (REPO / "README.md").read_text(encoding="utf-8")
@@ -87,3 +87,23 @@ def test_readme_bisect_sample_is_what_the_command_prints(tmp_path):
     for expected in block:
         if expected.startswith(("Probes launched", " grid ", " 1x2 ")):
             assert " ".join(expected.split()) in printed, f"README bisect sample line not printed: {expected!r}"
+
+
+def test_clusters_dry_run_sample_is_what_the_dry_run_prints(tmp_path, monkeypatch, capsys):
+    page = (REPO / "docs" / "clusters.md").read_text(encoding="utf-8")
+    command = re.search(r"^(envmatrix sweep conf=aws_ofi launcher=mpirun 'hosts=.*--dry-run)$", page, re.M).group(1)
+    sample = re.search(r"one run of the dry run above is.*?```\n(.*?)```", page, re.S).group(1)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("COLUMNS", "400")
+    argv = [w.strip("'") for w in command.split()[1:]]
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    key = re.search(r"logs/2x4_0_([0-9a-f]+)/", sample).group(1)
+    real_key = re.search(r"logs/2x4_0_([0-9a-f]+)/dry-run", printed).group(1)
+    words = sample.replace("/home/me", str(tmp_path)).replace(key, real_key).split()
+    words = words[:words.index("...")] if "..." in words else words
+    lines = [line.split() for line in printed.splitlines()]
+    mkdir = words[:words.index("cd")]
+    launch = words[words.index("cd"):]
+    assert mkdir in lines, f"docs/clusters.md: {' '.join(mkdir)!r} is not printed"
+    assert any(line[:len(launch)] == launch for line in lines), f"docs/clusters.md: {' '.join(launch)!r} not printed"
