@@ -101,3 +101,17 @@ def test_hostile_page_loads_in_chromium_without_console_messages(hostile_page):
     assert loaded.console == [], loaded.console
     assert loaded.figures >= 1 and loaded.drawn == loaded.figures
     assert "alert" not in "".join(loaded.console)
+
+
+@pytest.mark.slow
+def test_a_10_kb_value_wraps_in_its_cell(hostile_page, tmp_path):
+    # Before: the legend's one 10 kB value (no space to break at) made the page 68337 px wide at a 1280 px window
+    from report_helpers import load_page
+
+    probe = tmp_path / "width.html"
+    probe.write_text(hostile_page.read_text().replace("</body>", '<script>window.addEventListener("load", function () '
+                     '{ document.body.setAttribute("data-width", String(document.documentElement.scrollWidth)); });'
+                     "</script></body>"))
+    loaded = load_page(probe)
+    width = int(re.search(r'data-width="(\d+)"', loaded.dom).group(1))
+    assert width <= 1300, width  # the body's own max-width is 1200 px; the window is chromium's default
