@@ -114,3 +114,10 @@ def test_a_mapping_where_the_probe_takes_a_list_names_the_key(tmp_path, capsys, 
     # Hydra cannot merge it into the probe group's list and named no key: 'c.yaml: (top level): a value of the wrong
     # kind; allowed: a value of the kind the schema gives it'
     assert expect in refused(tmp_path, capsys, SWEEP, {"c.yaml": GOOD + text})
+
+
+def test_a_yaml_complex_key_is_malformed_yaml_with_its_line(tmp_path, capsys):
+    # '? [a, b]' makes a list a mapping key: the duplicate-key check hashed it (TypeError traceback)
+    conf = "backend: gloo\ngrids: [1x2]\nsetups:\n  ? [a, b]\n  : {NCCL_ALGO: Ring}\n"
+    line = refused(tmp_path, capsys, SWEEP, {"c.yaml": conf})
+    assert "c.yaml:4:5: malformed YAML (found unhashable key)" in line

@@ -161,6 +161,11 @@ def _construct_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: b
         if key_node.tag == "tag:yaml.org,2002:merge":
             continue  # `<<: *base` is merged by construct_mapping; a key written beside it overrides, as YAML says
         key = loader.construct_object(key_node, deep=deep)
+        try:
+            hash(key)
+        except TypeError:  # `? [a, b]` (a complex key): PyYAML's own message, not a TypeError traceback
+            raise yaml.constructor.ConstructorError(
+                "while constructing a mapping", node.start_mark, "found unhashable key", key_node.start_mark) from None
         if key in seen:
             raise yaml.constructor.ConstructorError(
                 None, None, f"duplicate key {key!r}", key_node.start_mark)
