@@ -6,6 +6,7 @@ import argparse
 import sys
 from typing import Any
 
+from envmatrix.bench.sizes import DTYPE_BYTES
 from envmatrix.bench.timing import TIMINGS
 from envmatrix.cli.common import (LineProgress, add_command, add_emulate_hosts_flag, add_network_flag, add_threshold_flags,
                                   make_console, print_outputs, print_shaping_missed, request_from)
@@ -45,7 +46,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     # these too: unless given, the config's probe.bench keys apply (docs/bench.md)
     p.add_argument("-n", "--iters", type=int, default=argparse.SUPPRESS, help="timed iterations per size (default 20)")
     p.add_argument("-w", "--warmup", type=int, default=argparse.SUPPRESS, help="warmup iterations per size, all sizes (doubling from -b to -e) before the first timed one, as nccl-tests (default 5)")
-    p.add_argument("-d", "--dtype", default=argparse.SUPPRESS, help="float32, float16, bfloat16 or int32")
+    p.add_argument("-d", "--dtype", default=argparse.SUPPRESS, help=f"element type: {', '.join(DTYPE_BYTES)} (default float32)")
     p.add_argument("--no-check", action="store_true", default=argparse.SUPPRESS,
                    help="skip the #wrong check (nccl-tests -c 0)")
     p.add_argument("--timing", choices=tuple(TIMINGS), default=argparse.SUPPRESS,
