@@ -98,6 +98,10 @@ class CulpritResult:
 
 
 CERT_REJECTIONS = 10
+# Exact mode: this many search probes in a row that said nothing (another failure of the same stage answered
+# each) end the search with its proven sets. Three culprits of an init failure, a crash and a hang among 9-15
+# atoms spent the default cap on probes that all hung (exit 3, the hang's culprit never searched).
+UNRESOLVED_STREAK = 4
 
 
 def find_culprits(
@@ -185,6 +189,7 @@ def _search(n: int, oracle: Oracle, *, repeats: int, known: Optional[dict[frozen
     method = "model"
     culprits: list[frozenset] = []
     rejections = 0
+    unresolved_streak = 0
     try:
         while model.alive and n > 1:
             i = model.map_index()
@@ -226,6 +231,15 @@ def _search(n: int, oracle: Oracle, *, repeats: int, known: Optional[dict[frozen
             outcome = probes.rerun(test) if (flaky and test in probes.cache) else probes.run(test)
             if not test and outcome != PASS:
                 return baseline_fails()
+            unresolved_streak = unresolved_streak + 1 if outcome == UNRESOLVED else 0
+            if not flaky and unresolved_streak >= UNRESOLVED_STREAK:
+                # The leading explanation's sets are proven (each fails, each one atom smaller passes), and
+                # another failure answers every probe that could tell whether more exist (one of the same stage,
+                # which hides this one): stop with them, incomplete, rather than spend the cap on it. The
+                # caller (peel) goes on with that other failure.
+                leading = model.map_sets()
+                if leading and set(proven_sets(probes, universe, leading)) == set(leading):
+                    return _finish(probes, universe, certify, leading, "stuck")
             if not flaky:
                 model.observe(test, outcome)
                 model.establish(test, outcome, implied=True)
