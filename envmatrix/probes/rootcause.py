@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from typing import Optional
 
+from envmatrix.results import clipped
+
 _NCCL_WARN = re.compile(r"NCCL WARN\s+(.*)")
 _NCCL_CODE = re.compile(
     r"(ncclInvalidUsage|ncclSystemError|ncclInternalError|ncclRemoteError|ncclUnhandledCudaError|ncclInvalidArgument|ncclInProgress)"
@@ -19,7 +21,12 @@ def is_banner(line: str) -> bool:
 
 
 def root_cause_line(*texts: Optional[str]) -> Optional[str]:
-    """Most telling line: NCCL 'Last error', NCCL WARN, an nccl* code, an exception."""
+    """Most telling line: NCCL 'Last error', NCCL WARN, an nccl* code, an exception; at most results.LINE_CHARS."""
+    line = _telling_line(texts)
+    return None if line is None else clipped(line)
+
+
+def _telling_line(texts: tuple[Optional[str], ...]) -> Optional[str]:
     lines = [ln.rstrip() for text in texts if text for ln in text.splitlines() if ln.strip() and not is_banner(ln)]
     for i, line in enumerate(lines):
         if line.strip().startswith("Last error") and i + 1 < len(lines):

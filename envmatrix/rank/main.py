@@ -17,6 +17,7 @@ from typing import Any, Mapping, Optional
 from envmatrix.boundary import LAUNCHER_RANK_VARS, RESULT_DIR_VAR, echoed_env, rank_report_path, rank_var_names
 from envmatrix.rank.identity import host_identity, rank_identity
 from envmatrix.rank.store_wait import wait_for_rank0_store
+from envmatrix.results import clipped
 
 WRONG_RESULT_EXIT = 3
 # "pooled" when forked from a warm pool server (envmatrix.execution.pool_server).
@@ -333,7 +334,7 @@ def main() -> int:
 
 def record_failure(reporter: Reporter, outcome: str, exc: BaseException) -> int:
     reporter.data["failed_at"] = time.time()
-    reporter.data["error"] = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+    reporter.data["error"] = clipped("".join(traceback.format_exception_only(type(exc), exc)).strip())
     reporter.data["traceback"] = traceback.format_exc()[-6000:]
     reporter.phase(reporter.data["phase"], outcome=outcome)
     print(reporter.data["traceback"], file=sys.stderr, flush=True)
