@@ -8,7 +8,7 @@ import os
 from typing import Optional
 
 from envmatrix.reporting import plots
-from envmatrix.reporting.conditions_tables import pattern_blocks
+from envmatrix.reporting.conditions_tables import format_time, pattern_blocks
 from envmatrix.reporting.hosts import HOST_COLUMNS, host_cells, host_rows
 from envmatrix.reporting.pairs_tables import report_heatmaps
 from envmatrix.reporting.text import visible
@@ -29,13 +29,15 @@ def _shown(value):
 def _env():
     import jinja2
 
-    return jinja2.Environment(
+    env = jinja2.Environment(
         loader=jinja2.PackageLoader("envmatrix.reporting", "templates"),
         autoescape=jinja2.select_autoescape(["html", "j2"]),
         trim_blocks=True,
         lstrip_blocks=True,
         finalize=_shown,
     )
+    env.filters["duration"] = format_time  # the conditions tables' unit and rounding (ms below a second), as matrix.md
+    return env
 
 
 def preload_renderer(with_figures: bool = False) -> None:
