@@ -293,17 +293,21 @@ class SqliteStore(ResultStore):
         return attempt
 
     def latest(self, run_keys: Optional[Iterable[str]] = None, sweep_id: Optional[str] = None) -> list[ProbeResult]:
-        rows = self.db.execute(
-            "SELECT r.run_key, r.result_json FROM results r JOIN (SELECT run_key, MAX(attempt) AS a FROM results GROUP BY run_key) m"
-            " ON r.run_key = m.run_key AND r.attempt = m.a ORDER BY r.seq"
-        ).fetchall()
-        wanted = None if run_keys is None else set(run_keys)
+        newest = "SELECT r.seq, r.result_json FROM results r JOIN (SELECT run_key, MAX(attempt) AS a FROM results{} GROUP BY" \
+                 " run_key) m ON r.run_key = m.run_key AND r.attempt = m.a"
+        if run_keys is None:
+            rows = self.db.execute(newest.format("")).fetchall()
+        else:
+            # asked by key in SQL (the run_key index): a trial's reuse check read every result's JSON in the store,
+            # 1.3 s per trial in a 6000-result store, each bisect probe and search trial once
+            keys, rows = list(dict.fromkeys(run_keys)), []
+            for i in range(0, len(keys), 500):
+                chunk = keys[i : i + 500]
+                rows += self.db.execute(newest.format(f" WHERE run_key IN ({','.join('?' * len(chunk))})"), chunk).fetchall()
         out = []
-        for key, blob in rows:
-            if wanted is not None and key not in wanted:
-                continue
+        for _, blob in sorted(rows):
             result = ProbeResult.from_json(json.loads(blob))
-            if sweep_id is not None and wanted is None and result.sweep_id != sweep_id:
+            if sweep_id is not None and run_keys is None and result.sweep_id != sweep_id:
                 continue
             out.append(result)
         return out
