@@ -121,3 +121,10 @@ def test_a_yaml_complex_key_is_malformed_yaml_with_its_line(tmp_path, capsys):
     conf = "backend: gloo\ngrids: [1x2]\nsetups:\n  ? [a, b]\n  : {NCCL_ALGO: Ring}\n"
     line = refused(tmp_path, capsys, SWEEP, {"c.yaml": conf})
     assert "c.yaml:4:5: malformed YAML (found unhashable key)" in line
+
+
+def test_a_batch_job_removing_a_key_the_schema_lacks_is_refused_before_the_queue(tmp_path, capsys):
+    # submit checks the job's override key names, but only KEY=VALUE ones: '~bakend' went into the script, and the
+    # job failed in the queue on it
+    line = refused(tmp_path, capsys, ["submit", "--print", "--", "sweep", "~bakend"])
+    assert "override ~bakend: unknown key 'bakend' (did you mean backend?)" in line

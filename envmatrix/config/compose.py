@@ -260,7 +260,7 @@ def check_override_keys(overrides: Sequence[str]) -> None:
             raise ConfigError(f"override {item}: hydra.* configures Hydra's application runner, which envmatrix does "
                               f"not use, so it would change nothing; allowed: {', '.join(allowed)} (--out DIR for where "
                               "results go)")
-        if "=" in item and top not in allowed and top != "probe":
+        if ("=" in item or item.startswith("~")) and top not in allowed and top != "probe":
             raise ConfigError(f"override {item}: unknown key {top!r}{suggest_key(top)}; allowed: {', '.join(allowed)}")
         path = item[1:].split("=", 1)[0].split(".")
         if item.startswith("~") and len(path) == 2 and path[0] in LIST_KEYS:  # Hydra's own answer is a TypeError
