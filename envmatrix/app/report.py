@@ -75,7 +75,8 @@ def load_results(run_dir: str, where: str = "report") -> list[ProbeResult]:
         if not os.path.isdir(run_dir):
             raise ConfigError(f"{where}: {run_dir}: not a directory; give a run directory (the --out of a sweep, bench, bisect or search)")
         store_path, json_path = os.path.join(run_dir, "results.sqlite"), os.path.join(run_dir, "results.json")
-    if os.path.isfile(store_path):
+    # An empty file is no store: opening it made SQLite write envmatrix's tables into it (a reader writing)
+    if os.path.isfile(store_path) and os.path.getsize(store_path) > 0:
         with open_store_at(store_path) as store:
             return stored_cells(store)
     if json_path and os.path.isfile(json_path):
