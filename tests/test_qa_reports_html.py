@@ -115,3 +115,25 @@ def test_a_10_kb_value_wraps_in_its_cell(hostile_page, tmp_path):
     loaded = load_page(probe)
     width = int(re.search(r'data-width="(\d+)"', loaded.dom).group(1))
     assert width <= 1300, width  # the body's own max-width is 1200 px; the window is chromium's default
+
+
+@pytest.mark.slow
+def test_figures_of_one_page_share_no_element_id(cli, tmp_path):
+    # Before: every matplotlib figure names its parts figure_1, axes_1, patch_1, ...: a bench of two collectives
+    # put two curve figures on the page with some 120 ids each defined twice (invalid HTML; a reference may resolve
+    # to the other figure's element)
+    from report_helpers import load_page
+
+    done = cli.run("bench", "backend=gloo", "--grid", "1x2", "-b", "1K", "-e", "4K", "-n", "1", "-w", "0",
+                   "-c", "allreduce,allgather", "--out", str(tmp_path / "b"))
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    page = Page()
+    text = (tmp_path / "b" / "report.html").read_text()
+    page.feed(text)
+    ids = [a["id"] for _, a in page.tags if "id" in a]
+    assert len(ids) > 100 and len(ids) == len(set(ids)), sorted({i for i in ids if ids.count(i) > 1})[:10]
+    defined = set(ids)
+    refs = re.findall(r'(?:href="#|url\(#)([^")]+)', text)
+    assert refs and set(refs) <= defined  # every marker and clip path a figure uses is its own
+    loaded = load_page(tmp_path / "b" / "report.html")  # the matrix and the two curve figures, each laid out
+    assert loaded.console == [] and loaded.figures == loaded.drawn == 3, (loaded.console, loaded.figures, loaded.drawn)

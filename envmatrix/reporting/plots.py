@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import io
+import re
 import textwrap
 from typing import Sequence
 
@@ -42,13 +44,21 @@ def load_pyplot():
     return plt
 
 
+_SVG_ID = re.compile(r'(\bid="|\bhref="#|url\(#)([^"()]+)')
+
+
 def _svg(fig) -> str:
     plt = load_pyplot()
     buf = io.StringIO()
     fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None})
     plt.close(fig)
     text = buf.getvalue()
-    return text[text.index("<svg"):]  # drop the XML prolog and DOCTYPE: the SVG goes inline into HTML
+    text = text[text.index("<svg"):]  # drop the XML prolog and DOCTYPE: the SVG goes inline into HTML
+    # every matplotlib figure names its parts figure_1, axes_1, ...: inline on one page those ids would repeat (invalid
+    # HTML, and a reference could resolve to another figure's element); a prefix from the figure's own text keeps
+    # them unique and the same from run to run
+    prefix = "f" + hashlib.sha1(text.encode()).hexdigest()[:8] + "-"
+    return _SVG_ID.sub(lambda m: m.group(1) + prefix + m.group(2), text)
 
 
 def outcome_color(outcome: str) -> str:
