@@ -51,7 +51,7 @@ class BisectReport:
     # probes up to the search's answer: baseline, the failing env, the search and the repaired-env check
     search_probes: Optional[int] = None
     sections: list[dict[str, Any]] = field(default_factory=list)  # one per failure signature, in peeling order
-    status: str = "ok"  # ok | env passes | baseline fails | budget | incomplete
+    status: str = "ok"  # ok | env passes | env flaky | baseline fails | budget | incomplete
     suspects: list[str] = field(default_factory=list)  # atoms still suspect when the search stopped early
     free_probes: int = 0  # stored results used as known outcomes (not launched)
     recommended_proven: bool = False  # the recommended env passed a probe

@@ -79,6 +79,10 @@ def render_markdown(report: BisectReport) -> str:
     if report.status == "baseline fails":
         out.append("\nThe env without any of these variables fails too (the baseline probe): no variable of it explains the "
                    "failure; inconclusive.")
+    if report.status == "env flaky":
+        runs = [o for idx, o in report.trail if len(idx) == len(report.atoms)]
+        out.append(f"\nThe env failed in {sum(o != 'pass' for o in runs)} of its {len(runs)} runs and passed in the others: "
+                   "flaky, so no culprit can be proven; inconclusive. Sweep it a few times, or bisect with more --repeats.")
     if report.status == "budget":
         out.append("Probe cap reached: inconclusive; only the culprits above are proven. Not cleared (most suspect first): "
                    + (", ".join(f"`{a}`" for a in report.suspects) or "none"))

@@ -140,7 +140,7 @@ class PeelResult:
     probes: int
     trail: list[tuple[frozenset, Signature]]
     final_env: Optional[list[int]] = None  # proven passing env (original indices); None when not proven
-    status: str = "ok"  # ok | env passes | baseline fails | budget | incomplete
+    status: str = "ok"  # ok | env passes | env flaky | baseline fails | budget | incomplete
     suspects: list[int] = field(default_factory=list)  # atoms not cleared when the search stopped, most suspect first
 
     @property
@@ -291,6 +291,11 @@ def find_all_culprits(n: int, oracle: SigOracle, *, known: Optional[dict] = None
     try:
         target = _settled(cache, frozenset(universe), repeats, FAIL)
         if target == PASS:
+            # With repeats, a run of the env that failed says it fails at times: flaky, not "nothing to bisect"
+            # (exit 0 read as passed by CI; an env failing one run in two settled "passes" one time in three).
+            env_runs = [sig for atoms, sig in cache.trail if atoms == frozenset(universe)]
+            if repeats > 1 and any(sig != PASS for sig in env_runs):
+                return done("env flaky")
             return done("env passes", universe)
         # exact mode: the search probes the baseline only when no passing probe has proven it (culprits.py)
         if repeats > 1 and _settled(cache, frozenset(), repeats) != PASS:
