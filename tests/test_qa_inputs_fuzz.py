@@ -58,6 +58,92 @@ def refused(tmp_path: Path, capsys, argv: list[str], files: dict | None = None) 
 SWEEP = ["sweep", "conf={tmp}/c.yaml", "--dry-run", "--allow-ignored-vars", "--out", "{tmp}/out"]
 
 
+# ---- the systematic sweep: every value of a rich valid config replaced by each wrong kind, an unknown key at each level
+
+BASE = {
+    "name": "fz", "description": "fuzz base", "backend": "gloo", "grids": ["1x2", "2x1"], "seed": 3,
+    "max_local_ranks": 8, "allow_ignored_vars": False, "hermetic": False, "launcher": "local",
+    "setups": {"a": {"NCCL_ALGO": "Ring", "GLOO_DEVICE_TRANSPORT": "TCP"}, "b": {"TORCH_DISTRIBUTED_DEBUG": "INFO"}},
+    "strategies": [{"kind": "leave_out", "base": "a", "vars": ["NCCL_ALGO", "GLOO_DEVICE_TRANSPORT"]},
+                   {"kind": "product", "vars": {"TORCH_DISTRIBUTED_DEBUG": ["OFF", "INFO"]}, "name": "p_"}],
+    "probe": {"timeout_s": 60, "grace_s": 5, "numel": 1024, "collectives": ["allreduce"],
+              "bench": {"collectives": ["allreduce"], "min_bytes": "4K", "max_bytes": "64K", "factor": 4, "iters": 5,
+                        "warmup": 1}},
+    "expect": {"allreduce": {"4K": {"busbw_gbps": 0.001}}},
+    "network": {"b1": {"rate": "1gbit"}},
+    "network_options": {"ingress": False},
+    "launcher_opts": {"mpirun": {"extra_args": ["-v"]}},
+}
+WRONG = {"list": ["x"], "empty-list": [], "mapping": {"k": 1}, "empty-mapping": {}, "text": "abc", "negative": -1, "zero": 0,
+         "huge": 10**30, "nan": float("nan"), "inf": float("inf"), "true": True, "null": None, "fraction": 2.5,
+         "grid-like": "0x2", "empty-text": ""}
+
+
+def _paths(node, prefix=()):
+    if isinstance(node, dict):
+        for key, value in node.items():
+            yield prefix + (key,)
+            yield from _paths(value, prefix + (key,))
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            yield prefix + (i,)
+            yield from _paths(value, prefix + (i,))
+
+
+def _replaced(path, value):
+    root = copy.deepcopy(BASE)
+    node = root
+    for part in path[:-1]:
+        node = node[part]
+    node[path[-1]] = value
+    return root
+
+
+def _mutants(top: str):
+    """(label, config, a word the refusal must name) for each mutation under the top-level key ``top``."""
+    for path in (p for p in _paths(BASE) if p[0] == top):
+        named = next(str(p) for p in reversed(path) if isinstance(p, str))  # a list index is named by its list
+        for kind, value in WRONG.items():
+            yield f"{'.'.join(map(str, path))}={kind}", _replaced(path, value), named
+        if isinstance(_value_at(path), dict):
+            yield f"{'.'.join(map(str, path))}+unknown", _replaced(path + ("zz_unknown",), 1), "zz_unknown"
+
+
+def _value_at(path):
+    node = BASE
+    for part in path:
+        node = node[part]
+    return node
+
+
+def test_the_base_config_of_the_sweep_is_valid(tmp_path, capsys):
+    code, _, err, before, after = _main(tmp_path, capsys, SWEEP, {"c.yaml": yaml.safe_dump(BASE)})
+    assert code == 0 and after == before, err
+
+
+@pytest.mark.slow  # about 900 in-process dry runs: a minute or more on the 2-core box
+@pytest.mark.parametrize("top", [*BASE, "(top level)"])
+def test_every_mutation_of_a_valid_config_passes_or_is_one_line_naming_its_key(tmp_path, capsys, top):
+    mutants = list(_mutants(top)) if top in BASE else [("+unknown", {**BASE, "zz_unknown": 1}, "zz_unknown")]
+    broken = []
+    for i, (label, conf, named) in enumerate(mutants):
+        where = tmp_path / str(i)
+        where.mkdir()
+        try:
+            code, out, err, before, after = _main(where, capsys, SWEEP, {"c.yaml": yaml.safe_dump(conf)})
+        except Exception as exc:  # noqa: BLE001 - what the user would see as a traceback
+            broken.append(f"{label}: {type(exc).__name__}: {exc}")
+            continue
+        lines = err.strip().splitlines()
+        if after != before:
+            broken.append(f"{label}: wrote {sorted(set(after) ^ set(before))[:3]}")
+        elif code == 2 and (len(lines) != 1 or named not in lines[0]):
+            broken.append(f"{label}: {err.strip()!r} does not name {named!r} in one line")
+        elif code not in (0, 2) or "Traceback" in out + err:
+            broken.append(f"{label}: exit {code}: {err.strip()[-300:]!r}")
+    assert not broken, "\n".join(broken)
+
+
 # ---- overrides after the flags
 
 
