@@ -43,3 +43,22 @@ def test_junit_of_a_log_with_terminal_escapes_and_nul_parses(cli, tmp_path):
     assert "noise \\x00nul \\x07bell\n" in failure.text  # the log tail keeps its lines
     assert cases["(ok) 1x1"].find("failure") is None
     assert cases["(ok) 1x1"].find("system-out").text == "QA_V=line1\\nline2"  # one line per variable
+
+
+@pytest.mark.slow
+def test_junit_has_a_testcase_per_network_condition(cli, tmp_path):
+    # Before: testcases were keyed by (setup, grid), so a sweep with a network axis (a column per condition, as
+    # matrix.md shows) wrote one testcase for both conditions: the last one run, a failure under the other hidden
+    conf = write_conf(tmp_path / "n.yaml", yaml.safe_dump({
+        "name": "netj", "backend": "gloo", "grids": ["2x1"], "setups": {"base": {}},
+        "network": {"default": {}, "b1g": {"rate": "1gbit"}},
+        "launcher_opts": {"local": {"emulate_hosts": {"namespaces": True}}},  # two namespace hosts, a link to shape
+        "probe": {"timeout_s": 60, "collectives": ["allreduce"]}}))
+    xml_path = tmp_path / "n.xml"
+    done = cli.run("sweep", f"conf={conf}", "--out", str(tmp_path / "o"), "--junit", str(xml_path))
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    matrix = (tmp_path / "o" / "matrix.md").read_text()
+    assert "| grid | (base @ b1g) | (base @ default) |" in matrix, matrix  # safe_dump sorted the conditions
+    suite = ET.parse(xml_path).getroot().find("testsuite")
+    assert sorted(c.get("name") for c in suite.findall("testcase")) == ["(base @ b1g) 2x1", "(base @ default) 2x1"]
+    assert suite.get("tests") == "2"
