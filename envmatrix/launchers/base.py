@@ -112,8 +112,9 @@ class Launcher(abc.ABC):
         return outcome
 
     def rank_exits(self, output: str) -> list["RankExit"]:
-        """The ranks this launcher's own output says failed, first observed first; [] when it names none
-        (a launcher whose processes are the ranks has nothing to add to their exit statuses)."""
+        """The ranks this launcher's output says failed, first observed first; [] when it names none (a launcher
+        whose processes are the ranks has nothing to add to their exit statuses). A shim launcher's ranks also say
+        when their probe ended by itself, exit 0 included (``RankExit.from_shim``)."""
         return []
 
     def launcher_failure(self, output: str) -> Optional["LauncherFailure"]:

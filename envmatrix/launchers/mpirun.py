@@ -46,7 +46,7 @@ class MpirunLauncher(ShimLauncher):
         argv += opts["extra_args"]
         return (*argv, *self.rank_command(ctx))
 
-    def rank_exits(self, output: str) -> list[RankExit]:
+    def launcher_exits(self, output: str) -> list[RankExit]:
         return openmpi_exits(output)
 
     def launcher_failure(self, output: str) -> Optional[LauncherFailure]:

@@ -29,6 +29,9 @@ class RankExit:
     signal: Optional[str]  # "SIGSEGV"
     host: Optional[str]
     launcher: str
+    # Said by the rank's own shim when its probe ended by itself (not the launcher's account): true even of a run
+    # the driver later killed at its timeout (:func:`rank_outcome`).
+    from_shim: bool = False
 
     def line(self) -> str:
         how = f"died on {self.signal}" if self.signal else f"exited with code {self.exit_code}"
@@ -43,6 +46,25 @@ def _signal_name(number: Optional[int] = None, description: Optional[str] = None
         if description is not None and (_signal.strsignal(sig) or "").lower() == description.strip().lower():
             return sig.name
     return None
+
+
+# --------------------------------------------------------------------------- the launcher shim (every shim launcher)
+
+SHIM_EXIT_PREFIX = "envmatrix shim:"
+_SHIM_EXIT = re.compile(r"^envmatrix shim: rank (\d+) on host (\S+): probe (?:exited with code (\d+)|died on (SIG\w+))\s*$",
+                        re.MULTILINE)
+
+
+def shim_exit_line(rank: int, host: str, exit_code: Optional[int], signal: Optional[str]) -> str:
+    """What the shim says in its launcher's output when its rank's probe ended by itself (read by :func:`shim`)."""
+    how = f"died on {signal}" if signal else f"exited with code {exit_code}"
+    return f"{SHIM_EXIT_PREFIX} rank {rank} on host {host}: probe {how}"
+
+
+def shim(text: str, launcher: str) -> list[RankExit]:
+    """Each rank whose probe ended by itself, in the order its shim said so, exit 0 included (the rank passed)."""
+    return [RankExit(int(m.group(1)), int(m.group(3)) if m.group(3) else None, m.group(4), m.group(2), launcher, True)
+            for m in _SHIM_EXIT.finditer(text)]
 
 
 # --------------------------------------------------------------------------- OpenMPI 4.1
@@ -149,9 +171,16 @@ def rank_outcome(hosting: ProcessOutcome, rank: int, account: Mapping[int, tuple
     one it does not name was stopped after another failed. A rank with a verdict of its own keeps it (its
     hosting process's exit status is not its own). Timeouts and launch errors stay the driver's.
     """
-    if not account or hosting.killed_by or hosting.launch_error:
+    if not account or hosting.launch_error:
         return hosting
     named = account.get(rank)
+    if hosting.killed_by:
+        # The driver killed the launcher (timeout): a rank whose shim said its probe had ended by itself ended so
+        # before the kill (a rank that passed is not one of those that hung). A SIGKILL may be the driver's own kill
+        # reaching the probe an instant before its shim, so it is no such word.
+        if named is None or not named[1].from_shim or named[1].signal == "SIGKILL":
+            return hosting
+        return replace(hosting, exit_code=named[1].exit_code, signal=named[1].signal, killed_by=None)
     if named is not None:
         order, exit_ = named
         stopped = order > 0 and exit_.signal in _STOP_SIGNALS

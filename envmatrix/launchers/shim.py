@@ -15,7 +15,10 @@ mpirun/mpiexec/srun/torchrun once per rank:
    process group and stays as its supervisor: when the launcher dies or
    signals the rank (mpirun puts ranks in their own process groups, so the
    driver's kill cannot reach them), the probe's whole group is killed; the
-   shim exits like the probe did (same code, same signal). SIGUSR1 (the
+   shim exits like the probe did (same code, same signal), and says how in
+   the launcher's output when the probe ended by itself (so a run killed at
+   its timeout still tells the ranks that had passed from the one that hung:
+   launchers.rank_exits.shim). SIGUSR1 (the
    driver's stack-dump request at a timeout, forwarded by the launcher) is
    passed on to the probe alone.
 
@@ -45,6 +48,7 @@ from envmatrix.boundary import (RESULT_DIR_VAR, ProcessOutcome, ProcessSpec, ech
 from envmatrix.launchers.base import LaunchContext, Launcher, LaunchPlan, RankSlot
 from envmatrix.launchers.identity import launcher_identity
 from envmatrix.launchers.local import LOOPBACK_DEFAULTS, emulated_hostid, rank_vars as local_rank_vars
+from envmatrix.launchers.rank_exits import RankExit, shim as shim_exits, shim_exit_line
 from envmatrix.planning.grid import check_nodes
 from envmatrix.planning.plan import Run
 from envmatrix.probes.delivery import checked_names
@@ -274,6 +278,15 @@ class ShimLauncher(Launcher):
     def map_outcome(self, outcome: ProcessOutcome) -> ProcessOutcome:
         return signal_exit(outcome)
 
+    def rank_exits(self, output: str) -> list[RankExit]:
+        """The shims' own word first (every rank whose probe ended by itself, exit 0 too, in the order said), then
+        the launcher's account (:meth:`launcher_exits`) of ranks whose shim said nothing (killed with its probe)."""
+        return shim_exits(output, self.name) + self.launcher_exits(output)
+
+    def launcher_exits(self, output: str) -> list[RankExit]:
+        """The ranks the launcher's own output says failed, first observed first; [] when it names none."""
+        return []
+
 
 # ----------------------------------------------------------------------------- rank side
 
@@ -332,11 +345,21 @@ def _pdeathsig(sig: int) -> None:
         pass
 
 
-def _supervise(child: int, strays: tuple[int, list[frozenset[bytes]]] = (0, [])) -> int:
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:  # a real-time signal
+        return f"SIG{number}"
+
+
+def _supervise(child: int, strays: tuple[int, list[frozenset[bytes]]] = (0, []), rank: Optional[int] = None) -> int:
     """Wait for the probe; if the launcher goes away or signals us, kill the probe's whole group, and then what the
     probe left outside it (``strays``: since when, which environment: processes.kill_strays)."""
 
+    stopped = []
+
     def stop(signum: int, _frame: Any) -> None:
+        stopped.append(signum)
         try:
             os.killpg(child, signal.SIGKILL)
         except OSError:
@@ -365,6 +388,15 @@ def _supervise(child: int, strays: tuple[int, list[frozenset[bytes]]] = (0, []))
         pass
     # daemons it left in sessions of their own: on another node the driver's own sweep of this host cannot reach them
     kill_strays(*strays)
+    if not stopped and rank is not None:
+        # in the launcher's output, where the driver reads it even when it later kills the launcher at the timeout:
+        # which ranks had ended by then, and how (launchers.rank_exits.shim)
+        how = _signal_name(os.WTERMSIG(status)) if os.WIFSIGNALED(status) else None
+        line = shim_exit_line(rank, os.uname().nodename, None if how else os.WEXITSTATUS(status), how)
+        try:
+            os.write(2, f"{line}\n".encode())
+        except OSError:
+            pass
     if os.WIFSIGNALED(status):
         sig = os.WTERMSIG(status)
         if sig not in (signal.SIGKILL, signal.SIGSTOP):  # no handler can be set for these (OSError: exit 1)
@@ -441,7 +473,7 @@ def main(argv: Sequence[str]) -> int:
     os.close(log)
     # this rank's processes only: the other ranks on this host share the result directory, not the rank
     mine = frozenset({f"{RESULT_DIR_VAR}={result_dir}".encode(), f"RANK={rank}".encode()})
-    return _supervise(child, (since, [mine]))
+    return _supervise(child, (since, [mine]), rank)
 
 
 if __name__ == "__main__":

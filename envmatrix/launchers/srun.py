@@ -62,7 +62,7 @@ class SrunLauncher(ShimLauncher):
         env = {**ctx.inherited_env, **{n: v for n, v in deliver.items() if needs_env(n, v, ctx.inherited_env)}}
         return (ProcessSpec(argv=argv, env=env, log_path=os.path.join(ctx.workdir, "srun.log"), label="srun", cwd=ctx.workdir),)
 
-    def rank_exits(self, output: str) -> list[RankExit]:
+    def launcher_exits(self, output: str) -> list[RankExit]:
         return slurm_exits(output)
 
     def launcher_failure(self, output: str) -> Optional[LauncherFailure]:

@@ -61,6 +61,6 @@ class TorchrunLauncher(ShimLauncher):
         # c10d assigns group ranks at rendezvous; agent i usually gets node i (not guaranteed).
         return tuple(run.grid.node_of(r) for r in range(run.grid.world))
 
-    def rank_exits(self, output: str) -> list[RankExit]:
+    def launcher_exits(self, output: str) -> list[RankExit]:
         # the elastic agent's Root Cause / Failures blocks; it has no failure of its own to parse
         return torchrun_exits(output)
