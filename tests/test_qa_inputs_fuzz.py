@@ -225,3 +225,10 @@ def test_an_empty_store_file_is_no_store_and_the_reader_leaves_it_empty(tmp_path
     line = refused(tmp_path, capsys, argv, {"r/results.sqlite": b""})
     assert expect.replace("{tmp}", str(tmp_path)) in line
     assert (tmp_path / "r" / "results.sqlite").read_bytes() == b""
+
+
+@pytest.mark.parametrize("metric", ["busbw_gbps", "time_us"])
+def test_an_infinite_expectation_is_refused(tmp_path, capsys, metric):
+    # .inf passed the '> 0' check: a busbw floor no run meets (every cell slow, exit 1), a time ceiling judging nothing
+    line = refused(tmp_path, capsys, SWEEP, {"c.yaml": GOOD + f"expect: {{allreduce: {{4K: {{{metric}: .inf}}}}}}\n"})
+    assert f"expect.allreduce.4K.{metric}: inf is not allowed; allowed: a number > 0" in line

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any, Mapping, Optional
 
@@ -55,7 +56,8 @@ def _collective(name: str, sizes: Any, where: str, grid: Optional[str]) -> list[
             if metric not in METRICS:
                 raise ConfigError(f"{at}: unknown key {metric!r}{did_you_mean(str(metric), METRICS)}; allowed: "
                                   f"busbw_gbps (GB/s floor), time_us (us ceiling)")
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+            # .inf passed: a floor no run meets (every cell slow) or a ceiling that judges nothing
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
                 raise ConfigError(f"{at}.{metric}: {value!r} is not allowed; allowed: a number > 0 ({METRICS[metric]})")
             out.append(Expectation(name, size, metric, float(value), grid=grid))
     return out
