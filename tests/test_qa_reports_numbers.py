@@ -69,6 +69,7 @@ def test_conditions_cells_of_the_page_read_as_matrix_md_writes_them(tmp_path):
     assert any(c.startswith("5.40 s") for c in shown)  # a second and more: seconds, two decimals, as the md
 
 
+@pytest.mark.slow  # one 'envmatrix report' process: about 2 s under load
 def test_repair_busbw_of_the_page_reads_as_bisect_md_writes_it(tmp_path, cli):
     # Before: '%.3g' (335) where bisect_*.md writes busbw with two decimals (335.48), under a header without unit
     run = tmp_path / "run"
