@@ -118,3 +118,36 @@ probe:
             assert env["NCCL_ALGO" if setup != "c" else "RANK"] == {"a": "Ring", "b": "Tree", "c": str(r)}[setup], where
             assert ("NCCL_QA_CALLER" in env) == (setup != "c"), where
     assert_no_processes(cli.marker)
+
+
+def test_a_pool_server_killed_mid_run_ends_its_rank_at_once_and_the_next_run_gets_a_new_server(tmp_path):
+    import os
+    import threading
+
+    from envmatrix.engine.launch import free_port
+    from envmatrix.execution.pool import WarmPool
+    from test_pool import _rank_spec
+
+    marker = "pool-server-killed-" + tmp_path.name
+    with WarmPool({**os.environ, "ENVMATRIX_TEST_MARKER": marker}) as pool:
+        lonely = _rank_spec(tmp_path, 0, 2, free_port(), marker)  # waits in init for a rank 1 that never comes
+        killed_at: list[float] = []
+
+        def kill_server() -> None:
+            deadline = time.monotonic() + 60
+            while not (tmp_path / "rank0.log").exists() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            time.sleep(1.0)
+            killed_at.append(time.monotonic())
+            os.kill(pool._all[0].proc.pid, signal.SIGKILL)
+
+        killer = threading.Thread(target=kill_server)
+        killer.start()
+        (out,) = pool.run_group([lonely], timeout_s=60)
+        killer.join()
+        # the child died with its server (PDEATHSIG): said as its signal when the server's pipe closed, not at the timeout
+        assert out.signal == "SIGKILL" and out.killed_by is None, out
+        assert time.monotonic() - killed_at[0] < 10
+        (ok,) = pool.run_group([_rank_spec(tmp_path, 0, 1, free_port(), marker)], timeout_s=120)
+        assert ok.exit_code == 0 and pool.started == {"pooled": 2, "cold": 0}
+    assert_no_processes(marker)
