@@ -232,3 +232,13 @@ def test_an_infinite_expectation_is_refused(tmp_path, capsys, metric):
     # .inf passed the '> 0' check: a busbw floor no run meets (every cell slow, exit 1), a time ceiling judging nothing
     line = refused(tmp_path, capsys, SWEEP, {"c.yaml": GOOD + f"expect: {{allreduce: {{4K: {{{metric}: .inf}}}}}}\n"})
     assert f"expect.allreduce.4K.{metric}: inf is not allowed; allowed: a number > 0" in line
+
+
+@pytest.mark.parametrize("argv", [
+    [*SWEEP[:-1], "{tmp}/o\udcff"],  # --out: a real sweep failed with a UnicodeEncodeError traceback mid-run
+    ["bench", "conf={tmp}/c.yaml", "--env", "MY_X=\udcff", "--out", "{tmp}/out"],  # the bench ran, then its .md failed
+], ids=["out", "env"])
+def test_a_command_line_word_that_is_not_utf8_is_refused_first(tmp_path, capsys, argv):
+    # bytes a shell passes that are not UTF-8 reach Python as lone surrogates (here \udcff for the byte 0xff)
+    line = refused(tmp_path, capsys, argv, {"c.yaml": GOOD})
+    assert "\\xff': not UTF-8 text (byte 0xff at character" in line and "allowed: UTF-8 text" in line

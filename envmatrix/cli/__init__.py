@@ -106,6 +106,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 
 def _run(argv: Optional[Sequence[str]], words: list[str]) -> int:
+    check_utf8(words)
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     # Overrides may sit on both sides of flags (argparse takes one block of positionals). A word that is not an option
@@ -119,6 +120,24 @@ def _run(argv: Optional[Sequence[str]], words: list[str]) -> int:
     if args.command != "network":  # `network reset` lists what it removes itself
         _remove_network_leftovers()
     return args.func(args)
+
+
+def check_utf8(words: Sequence[str]) -> None:
+    """Every word as UTF-8 text: Python hands bytes that are not (a Latin-1 shell, a pasted path) over as lone
+    surrogates, which passed as far as the first file or rank env written with them: a traceback mid-run, after the
+    run directory existed (--out with byte 0xff in it, --env X= with one)."""
+    from envmatrix.errors import ConfigError
+
+    for word in words:
+        try:
+            word.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raw = word.encode("utf-8", "surrogateescape")
+            byte = ord(word[exc.start]) - 0xDC00 if "\udc80" <= word[exc.start] <= "\udcff" else None
+            what = f"byte {byte:#04x}" if byte is not None else f"{word[exc.start]!r}"
+            raise ConfigError(f"argument {one_line(str(raw)[1:])}: not UTF-8 text ({what} at character {exc.start}); "
+                              "allowed: UTF-8 text (paths, values and names go into UTF-8 reports and rank "
+                              "environments)") from None
 
 
 def _remove_network_leftovers() -> None:
