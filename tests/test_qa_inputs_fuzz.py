@@ -242,3 +242,9 @@ def test_a_command_line_word_that_is_not_utf8_is_refused_first(tmp_path, capsys,
     # bytes a shell passes that are not UTF-8 reach Python as lone surrogates (here \udcff for the byte 0xff)
     line = refused(tmp_path, capsys, argv, {"c.yaml": GOOD})
     assert "\\xff': not UTF-8 text (byte 0xff at character" in line and "allowed: UTF-8 text" in line
+
+
+def test_submit_print_with_a_script_path_is_two_answers(tmp_path, capsys):
+    # --print returned before --script was looked at: the script path was dropped without a word, exit 0
+    line = refused(tmp_path, capsys, ["submit", "--print", "--script", "{tmp}/job.sh", "--", "sweep"])
+    assert f"--script {tmp_path}/job.sh: not with --print" in line and not (tmp_path / "job.sh").exists()

@@ -39,6 +39,11 @@ def cmd_submit(args: argparse.Namespace) -> int:
     from envmatrix.app.submit import SubmitRequest, submit
 
     check_command_flags(args.command[1:] if args.command[:1] == ["--"] else list(args.command))
+    if args.print_only and args.script is not None:  # --print wrote nothing, so --script was dropped without a word
+        from envmatrix.errors import ConfigError
+
+        raise ConfigError(f"envmatrix submit --script {args.script}: not with --print, which prints the script and writes "
+                          "nothing; allowed: --print (look first) or --script PATH (write it there and submit it)")
     done = submit(request_from(SubmitRequest, args))
     if done.script_path is None:
         sys.stdout.write(done.script_text)
