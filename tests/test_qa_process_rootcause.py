@@ -58,6 +58,7 @@ def test_a_rank_that_failed_while_another_hangs_is_the_root_cause_and_the_ranks_
                          grid=Grid(2, 2))
     assert result.outcome == "exit_error" and result.root_cause["rank"] == 2, result.root_cause
     assert (ranks[0].outcome, ranks[1].outcome, ranks[3].outcome) == ("pass", "pass", "peer_killed"), result.ranks
+    assert ranks[2].exit_code == 3 and ranks[3].exit_code is None, (ranks[2], ranks[3])  # not mpirun's 3 for rank 3 too
 
 
 def test_the_shims_word_is_read_back_and_only_it_outlasts_the_drivers_kill():

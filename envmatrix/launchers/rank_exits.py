@@ -188,4 +188,5 @@ def rank_outcome(hosting: ProcessOutcome, rank: int, account: Mapping[int, tuple
                        killed_by="peer_failure" if stopped else None, ended_at=hosting.ended_at + order * 1e-3)
     if has_verdict:
         return replace(hosting, exit_code=None, signal=None)
-    return replace(hosting, killed_by="peer_failure")
+    # stopped: the hosting process's exit code or signal is the failed rank's, not this one's
+    return replace(hosting, exit_code=None, signal=None, killed_by="peer_failure")
