@@ -13,7 +13,8 @@ from envmatrix.cli.common import add_command, add_emulate_hosts_flag, make_conso
 EXAMPLES = """Every failure signature (outcome + root-cause line) gets its own culprit search; an init failure masks later
 ones, so once a signature's culprits are proven the env without them is probed and bisected again until it passes.
 bisect exits 1 when culprits were found, 0 when nothing fails (nothing to bisect), 3 when inconclusive (probe cap
-reached, culprits unproven, no passing repaired env), 2 on bad input.
+reached, culprits unproven, no passing repaired env, an env failing only some of its --repeats runs), 2 on bad
+input.
 With --versions: 1 when a first bad version is named, 0 when the last version is good, 3 when skipped versions
 leave several candidates or an end cannot be used (versions[0] bad or skipped, last version skipped).
 
