@@ -248,3 +248,35 @@ def test_submit_print_with_a_script_path_is_two_answers(tmp_path, capsys):
     # --print returned before --script was looked at: the script path was dropped without a word, exit 0
     line = refused(tmp_path, capsys, ["submit", "--print", "--script", "{tmp}/job.sh", "--", "sweep"])
     assert f"--script {tmp_path}/job.sh: not with --print" in line and not (tmp_path / "job.sh").exists()
+
+
+@pytest.mark.slow  # a CLI start: about 1 s idle, more under load
+def test_an_endless_input_file_is_refused_at_a_bound_not_read_until_memory_runs_out(tmp_path):
+    # --env-file /dev/zero (a device or a pipe that never ends) was read whole: memory grew until the kernel killed
+    # the command. Run under a 2 GiB address-space limit so the unfixed read ends as a MemoryError, not a machine swap.
+    import resource
+    import subprocess
+    import sys
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+
+    proc = subprocess.run([sys.executable, "-m", "envmatrix", "bisect", "--grid", "1x2", "--env-file", "/dev/zero",
+                           "--out", str(tmp_path / "out")], capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                          preexec_fn=limit)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    (line,) = proc.stderr.strip().splitlines()
+    assert "--env-file /dev/zero: more than 64 MiB; allowed: a text file of at most 64 MiB" in line
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_env_file_from_a_pipe_that_ends_is_read(tmp_path, capsys):
+    # the bound is on bytes, not on the kind of file: process substitution (--env-file <(env | grep NCCL)) is a pipe
+    read, write = os.pipe()
+    os.write(write, b"export NCCL_ALGOO=Ring\n")
+    os.close(write)
+    try:
+        line = refused(tmp_path, capsys, ["bisect", "--grid", "1x2", "--env-file", f"/dev/fd/{read}", "--out", "{tmp}/o"])
+    finally:
+        os.close(read)
+    assert "NCCL_ALGOO: unknown variable NCCL_ALGOO (did you mean NCCL_ALGO?)" in line
