@@ -12,6 +12,10 @@ _NOISE = [
     # Simple."): the same failure would get a new signature for each subset of those variables (seen on the
     # 2xH200 box, where it left the PAT search unable to recognise its own failure).
     (re.compile(r"\s*\bnccl_\w+ was set to [^.]*\.?", re.I), ""),
+    # A file made per run under a temp directory has a random name (NCCL's /dev/shm/nccl-XXXXXX segments, Python's
+    # /tmp/tmpXXXXXXXX): one culprit's "failed to extend /dev/shm/nccl-kdkb43u3" was another failure each run, so
+    # its bisect spent the probe cap naming nothing (exit 3).
+    (re.compile(r"(/dev/shm|/tmp|/var/tmp)/[^\s/:'\"]+"), r"\1/#"),
     (re.compile(r"0x[0-9a-f]+", re.I), "0x#"),
     (re.compile(r"\[rank\d+\]:?"), ""),
     (re.compile(r"\d+"), "#"),  # counts, ranks, pids, ports, line numbers
