@@ -280,3 +280,14 @@ def test_an_env_file_from_a_pipe_that_ends_is_read(tmp_path, capsys):
     finally:
         os.close(read)
     assert "NCCL_ALGOO: unknown variable NCCL_ALGOO (did you mean NCCL_ALGO?)" in line
+
+
+@pytest.mark.parametrize("flags,expect", [
+    (["--format", "markdown"], "--format markdown: only with --table"),  # the default's own value passed, unused
+    (["--table", "conditions", "-o", "{tmp}/t.md"], "-o/--output {tmp}/t.md: not with --table, which prints the table"),
+], ids=["format-without-table", "output-with-table"])
+def test_a_report_flag_the_chosen_output_does_not_use_is_refused(tmp_path, capsys, flags, expect):
+    # each was dropped without a word: an HTML report written for --format markdown, a printed table for -o
+    fixture = (Path(__file__).parent / "data" / "report_fixture" / "results.json").read_bytes()  # a recorded sweep
+    line = refused(tmp_path, capsys, ["report", "{tmp}/r", *flags], {"r/results.json": fixture})
+    assert expect.replace("{tmp}", str(tmp_path)) in line

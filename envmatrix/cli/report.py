@@ -23,7 +23,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--table", choices=("conditions",), help="print a table instead of writing HTML: conditions = seed "
                    "000's and 001's tables (rows: network conditions; one block per pattern p2p, allreduce, ps_central, "
                    "ps_sharded; time per sync with the floor S/R and the physics check's flags)")
-    r.add_argument("--format", choices=("markdown", "csv"), default="markdown",
+    r.add_argument("--format", choices=("markdown", "csv"), default=None,
                    help="with --table: markdown (default) or csv (one line per cell, min/max kept)")
     r.set_defaults(func=cmd_report)
 
@@ -34,12 +34,16 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.table == "conditions":
         from envmatrix.reporting.conditions_tables import conditions_csv, conditions_markdown
 
+        if args.output is not None:  # the table is printed: -o was dropped without a word
+            raise ConfigError(f"-o/--output {args.output}: not with --table, which prints the table; allowed: --table "
+                              "conditions > FILE, or -o PATH without --table (the HTML report)")
         results = load_results(args.run_dir)
         print(conditions_csv(results) if args.format == "csv" else conditions_markdown(results, args.title or
                                                                                         "Network conditions"), end="")
         return EXIT_OK
-    if args.format != "markdown":
-        raise ConfigError(f"--format {args.format}: only with --table; allowed: --table conditions --format csv")
+    if args.format is not None:  # --format markdown alone was the default, so it passed and changed nothing
+        raise ConfigError(f"--format {args.format}: only with --table; allowed: --table conditions --format "
+                          f"{args.format}")
 
     print(f"html report: {write_html_report(args.run_dir, args.output, args.title)}")
     return EXIT_OK
