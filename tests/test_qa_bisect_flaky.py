@@ -2,7 +2,9 @@
 Before, an env whose runs passed often enough (a culprit failing one run in two settles "passes" one time in
 three at --repeats 2 or 3) ended "env passes", exit 0, which CI reads as passed, its failing runs unmentioned."""
 
+import json
 import random
+import sys
 
 import pytest
 
@@ -18,6 +20,12 @@ def test_an_env_that_failed_some_runs_but_settled_passing_is_flaky(repeats):
     runs = iter([PASS, LINE] + [PASS] * 20)
     res = find_all_culprits(9, lambda atoms: next(runs) if len(atoms) == 9 else PASS, repeats=repeats)
     assert res.status == "env flaky" and res.final_env is None and not res.culprits and not res.complete
+
+
+def test_an_env_that_failed_in_the_sweep_and_passed_every_bisect_run_is_flaky():
+    # bisect --failing GRID --repeats K: the sweep's failing run of the env is one of its runs
+    res = find_all_culprits(9, lambda atoms: PASS, repeats=2, known={frozenset(range(9)): LINE})
+    assert res.status == "env flaky" and res.final_env is None
 
 
 def test_an_env_whose_runs_all_passed_still_passes():
@@ -61,4 +69,39 @@ def test_a_flaky_env_with_real_ranks_is_inconclusive(cli, tmp_path):
     assert report["original_failure"]["line"] == "transient failure in proxy"
     md = (tmp_path / "o" / "bisect_env_1x2.md").read_text()
     assert "The env failed in 1 of its 6 runs and passed in the others: flaky" in md
+    assert_no_processes(cli.marker)
+
+
+# rank 0 decides: the env holding QA_X fails on its first run only (the sweep's), then passes
+FIRST_RUN_FAILS = """
+import os, sys
+if os.environ.get("RANK", "0") != "0" or os.environ.get("QA_X") != "1":
+    sys.exit(0)
+path = os.path.join(os.environ["COUNTERS"], "runs")
+runs = int(open(path).read()) if os.path.exists(path) else 0
+open(path, "w").write(str(runs + 1))
+if runs == 0:
+    print("NCCL WARN transient failure", flush=True)
+    sys.exit(1)
+"""
+
+
+@pytest.mark.slow
+def test_the_sweeps_failing_run_is_one_vote_of_a_flaky_env(cli, tmp_path):
+    (tmp_path / "probe.py").write_text(FIRST_RUN_FAILS)
+    (tmp_path / "counters").mkdir()
+    cli.env["COUNTERS"] = str(tmp_path / "counters")
+    conf = tmp_path / "c.yaml"
+    conf.write_text(f"name: ff\nbackend: gloo\ngrids: [1x2]\nsetups:\n  bad: {{QA_X: 1, QA_Y: 2, QA_Z: 3}}\n"
+                    f"probe: {{name: command, command: [{sys.executable}, {tmp_path / 'probe.py'}], timeout_s: 20}}\n")
+    out = tmp_path / "o"
+    assert cli.run("sweep", f"conf={conf}", "--out", str(out), "--allow-unknown-vars").returncode == 1
+    done = cli.run("bisect", f"conf={conf}", "--failing", "1x2", "--repeats", "2", "--out", str(out), "--allow-unknown-vars",
+                   "--json", str(tmp_path / "r.json"))
+    assert done.returncode == 3, done.stdout + done.stderr
+    (report,) = json.loads((tmp_path / "r.json").read_text())
+    # the sweep's failing run plus 4 bisect runs that passed; before, the stored run was handed back as the first
+    # "fresh" run too and counted twice ("failed in 2 of its 7 runs")
+    assert report["status"] == "env flaky" and report["probes_launched"] == 4 and report["free_probes"] == 1
+    assert "The env failed in 1 of its 5 runs" in (out / "bisect_bad_1x2.md").read_text()
     assert_no_processes(cli.marker)

@@ -160,6 +160,9 @@ def bisect_env(
         return result_signature(result)
 
     free = stored_probes(stored, baseline, atoms)
+    # The search asks again for a set it was given only for one more run (--repeats): the stored result is a vote
+    # already, handing it back would count it twice (a sweep's one failing run of a flaky env counted as two).
+    seen.update(free)
     known = {chosen: result_signature(r) for chosen, r in free.items()}
     # With repair on, each search certifies "explain" and the strict checks follow (each culprit atom unset in
     # the env: the repair's first probes anyway); flaky probes or no repair: each search certifies strict itself.

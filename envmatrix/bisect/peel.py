@@ -293,7 +293,8 @@ def find_all_culprits(n: int, oracle: SigOracle, *, known: Optional[dict] = None
         if target == PASS:
             # With repeats, a run of the env that failed says it fails at times: flaky, not "nothing to bisect"
             # (exit 0 read as passed by CI; an env failing one run in two settled "passes" one time in three).
-            env_runs = [sig for atoms, sig in cache.trail if atoms == frozenset(universe)]
+            whole = frozenset(universe)
+            env_runs = [sig for atoms, sig in [*(known or {}).items(), *cache.trail] if atoms == whole]  # a stored run too
             if repeats > 1 and any(sig != PASS for sig in env_runs):
                 return done("env flaky")
             return done("env passes", universe)
