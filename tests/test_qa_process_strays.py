@@ -85,3 +85,31 @@ def test_the_shim_kills_its_ranks_daemon_on_a_node_the_driver_cannot_see_and_spa
         other.kill()
         other.wait()
     assert_no_processes(marker, wait_s=2)
+
+
+@pytest.mark.slow  # a real sweep, killed
+@pytest.mark.parametrize("launcher", ["local", "mpirun"])
+def test_a_driver_killed_with_sigkill_leaves_no_grandchild_behind(cli, tmp_path, launcher):
+    # the ranks die of their death signal; before, under the local launcher, their children ran on (parent 1)
+    if launcher == "mpirun" and shutil.which("mpirun") is None:
+        pytest.skip("mpirun is not installed (.ci/run installs openmpi-bin)")
+    code = f"import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', {IGNORES_TERM!r}]); time.sleep(300)"
+    driver = cli.popen("sweep", "backend=gloo", "grids=[1x2]", f"launcher={launcher}", "probe=command",
+                       f"probe.command=[{sys.executable},-c,\"{code}\"]", "--out", str(tmp_path / "o"), "--allow-unknown-vars")
+    sleepers = []
+    deadline = time.monotonic() + 60
+    while len(sleepers) < 2 and time.monotonic() < deadline:
+        sleepers = [pid for pid in processes_with_marker(cli.marker) if _cmdline(pid).endswith(IGNORES_TERM)]
+        time.sleep(0.1)
+    assert len(sleepers) == 2, "the ranks' children never started"
+    driver.kill()
+    driver.wait()
+    assert_no_processes(cli.marker, wait_s=5)
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return fh.read().rstrip(b"\0").decode(errors="replace")
+    except OSError:
+        return ""

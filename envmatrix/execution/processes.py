@@ -224,6 +224,55 @@ def kill_strays(since_ticks: int, markers: Sequence[frozenset[bytes]], passes: i
     return killed
 
 
+class _Sentinel:
+    """The driver's sentinel (execution/sentinel.py), started with the first run: told of each run under way, it
+    kills what the run's ranks started (``kill_strays``) once the driver is gone without its own cleanup (SIGKILL:
+    the ranks die of their death signal, a grandchild that ignores SIGTERM ran on)."""
+
+    def __init__(self) -> None:
+        self._proc: Optional[subprocess.Popen] = None
+        self._lock = threading.Lock()
+        self._count = 0
+
+    def watch(self, since_ticks: int, markers: Sequence[frozenset[bytes]]) -> Optional[int]:
+        if not markers:
+            return None
+        with self._lock:
+            self._count += 1
+            token = self._count
+        self._say({"add": token, "since": since_ticks,
+                   "markers": [sorted(entry.decode("latin-1") for entry in marker) for marker in markers]})
+        return token
+
+    def done(self, token: Optional[int]) -> None:
+        if token is not None:
+            self._say({"done": token})
+
+    def _say(self, msg: dict) -> None:
+        with self._lock:
+            try:
+                if self._proc is None or self._proc.poll() is not None:
+                    self._proc = self._start()
+                self._proc.stdin.write((json.dumps(msg) + "\n").encode())  # type: ignore[union-attr]
+                self._proc.stdin.flush()  # type: ignore[union-attr]
+            except (OSError, ValueError):  # no sentinel: the driver's own cleanup still runs
+                pass
+
+    @staticmethod
+    def _start() -> subprocess.Popen:
+        # Not a child that dies with the driver (no death signal: it must outlive it), in a session of its own (no
+        # kill of a run reaches it), with an env of its own (it is no rank: none of the run's variables).
+        package_parent = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        env = {k: os.environ[k] for k in ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR") if k in os.environ}
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, (package_parent, os.environ.get("PYTHONPATH"))))
+        return subprocess.Popen([sys.executable, "-m", "envmatrix.execution.sentinel"], stdin=subprocess.PIPE,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, shell=False,
+                                start_new_session=True)
+
+
+_SENTINEL = _Sentinel()
+
+
 def send_signal(pids: Sequence[int], sig: int) -> None:
     """``sig`` to each process itself (not its group: a launcher forwards it to its ranks)."""
     for pid in pids:
@@ -316,6 +365,8 @@ def run_group(
     log_files = []
     pidfds: dict[int, int] = {}
     since = boot_ticks() - 1  # a tick's rounding: a rank started in this tick still counts
+    markers = run_markers(specs)
+    watched = _SENTINEL.watch(since, markers)  # should the driver die without the cleanup below
     try:
         for spec in specs:
             if isinstance(spec.argv, str):
@@ -383,7 +434,8 @@ def run_group(
             kill_tree(proc.pid)
         for proc in live:
             proc.wait()
-        kill_strays(since, run_markers(specs))  # daemons the ranks left, outside every tree and session above
+        kill_strays(since, markers)  # daemons the ranks left, outside every tree and session above
+        _SENTINEL.done(watched)
         for log in log_files:
             log.close()
         for fd in pidfds.values():
