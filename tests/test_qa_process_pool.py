@@ -151,3 +151,28 @@ def test_a_pool_server_killed_mid_run_ends_its_rank_at_once_and_the_next_run_get
         (ok,) = pool.run_group([_rank_spec(tmp_path, 0, 1, free_port(), marker)], timeout_s=120)
         assert ok.exit_code == 0 and pool.started == {"pooled": 2, "cold": 0}
     assert_no_processes(marker)
+
+
+def test_a_pool_servers_child_forked_ahead_that_died_is_replaced_and_the_server_serves_on(tmp_path):
+    import os
+
+    from conftest import processes_with_marker
+    from envmatrix.engine.launch import free_port
+    from envmatrix.execution.pool import WarmPool
+    from test_pool import _rank_spec
+
+    marker = "pool-spare-killed-" + tmp_path.name
+    with WarmPool({**os.environ, "ENVMATRIX_TEST_MARKER": marker}) as pool:
+        (first,) = pool.run_group([_rank_spec(tmp_path, 0, 1, free_port(), marker)], timeout_s=120)
+        assert first.exit_code == 0
+        server = pool._all[0].proc.pid
+        deadline = time.monotonic() + 10
+        while not (spares := [p for p in processes_with_marker(marker) if p != server]) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        for spare in spares:  # the child waiting for the next run (killed as an OOM killer would)
+            os.kill(spare, signal.SIGKILL)
+        time.sleep(0.3)
+        # before: the server died of the broken pipe to it, and the run started cold
+        (second,) = pool.run_group([_rank_spec(tmp_path, 0, 1, free_port(), marker)], timeout_s=120)
+        assert second.exit_code == 0 and pool.started == {"pooled": 2, "cold": 0} and pool._all[0].alive
+    assert_no_processes(marker)

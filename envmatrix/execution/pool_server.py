@@ -174,7 +174,13 @@ def serve() -> int:
                 spare.let_go(reaper)
                 spare = None
             child = (spare or _Spare()).child
-            child.start(req)
+            try:
+                child.start(req)
+            except OSError:  # the child forked ahead died before its run (killed, OOM): a fresh one runs it
+                os.close(child.result_fd)
+                reaper.add(child.pid)
+                child = _Spare().child
+                child.start(req)
             _say({"pid": child.pid})
             running = child
             spare = _Spare(req["env"]) if preinit and rank_main.cuda_device_of(req["env"]) is not None else None
