@@ -312,3 +312,18 @@ def test_repeatable_flags_and_overrides_around_flags_still_take_every_value(tmp_
                                  {"c.yaml": conf})
     assert code == 0, err
     assert "b1" in out and "(b)" not in out
+
+
+@pytest.mark.parametrize("argv,text,expect", [
+    (["sweep", "conf={tmp}/c.yaml", "--dry-run", "--out", "{tmp}/out"],
+     "backend: gloo\ngrids: [1x2]\nstrategies: [{kind: product, vars: {'A=B': [x, y]}}]\n",
+     "c.yaml: strategies[0].vars.A=B: 'A=B' contains '='"),
+    (["search", "conf={tmp}/c.yaml", "--dry-run", "--out", "{tmp}/out"],
+     "backend: gloo\ngrids: [1x2]\nsearch:\n  space: {\"C\\nD\": [x, y]}\n",
+     "c.yaml: search.space.C\\nD: 'C\\nD' is not a variable name"),
+], ids=["product-equals", "search-newline"])
+def test_a_varied_variable_name_a_shell_cannot_export_is_refused(tmp_path, capsys, argv, text, expect):
+    # setups' and search.fixed's names were checked, a product's or search space's were not: with
+    # --allow-unknown-vars 'A=B' ran as 'export A=B=x' (A set to 'B=x'), 'C\nD' as two rows of the space
+    line = refused(tmp_path, capsys, [*argv, "--allow-unknown-vars", "--allow-ignored-vars"], {"c.yaml": text})
+    assert expect in line

@@ -18,6 +18,7 @@ from typing import Any, Iterator, Mapping, Sequence
 from envmatrix.env.atoms import SET, UNSET, Atom, Setup, scalar_to_str
 from envmatrix.errors import ConfigError, did_you_mean
 from envmatrix.strategies.base import StrategyContext, int_option, name_prefix, refuse_pinned, resolve_base
+from envmatrix.values import var_name
 
 Row = tuple[int, ...]
 
@@ -162,8 +163,8 @@ def parse_space(spec: Mapping[str, Any], base: Setup | None, ctx: StrategyContex
     names: list[str] = []
     values: list[tuple[str | None, ...]] = []
     for var, vals in raw.items():
-        var = str(var)
         vwhere = f"{where}.{var}"
+        var = var_name(vwhere, var)  # as setups' keys: 'A=B' ran as A='B=x', 'C\nD' as two variables
         refuse_pinned(var, ctx, vwhere)
         if isinstance(vals, str):
             if vals != "all":
