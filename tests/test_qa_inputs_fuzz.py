@@ -293,19 +293,8 @@ def test_a_report_flag_the_chosen_output_does_not_use_is_refused(tmp_path, capsy
     assert expect.replace("{tmp}", str(tmp_path)) in line
 
 
-@pytest.mark.parametrize("argv,expect", [
-    (["bench", "--grid", "1x2", "--grid", "2x1"], "--grid 2x1: given twice (--grid 1x2 first); allowed: --grid once"),
-    (["bench", "-b", "1K", "--min-bytes=2K"], "--min-bytes 2K: given twice (-b 1K first); allowed: -b/--min-bytes once"),
-    ([*SWEEP, "--out", "{tmp}/other"], "--out {tmp}/other: given twice (--out {tmp}/out first)"),
-    (["submit", "--print", "--nodes", "2", "--nodes", "4", "--", "sweep"], "--nodes 4: given twice (--nodes 2 first)"),
-], ids=["bench-grid", "bench-size", "sweep-out", "submit-nodes"])
-def test_a_one_value_flag_given_twice_is_refused_not_the_first_dropped(tmp_path, capsys, argv, expect):
-    # argparse kept the last value without a word: --grid 1x2 --grid 2x1 measured 2x1 only, --out a --out b wrote b
-    line = refused(tmp_path, capsys, argv, {"c.yaml": GOOD})
-    assert expect.replace("{tmp}", str(tmp_path)) in line
-
-
 def test_repeatable_flags_and_overrides_around_flags_still_take_every_value(tmp_path, capsys):
+    # --network appends; '~setups.b' after the flags is an override (2df440f)
     conf = GOOD + "  b: {NCCL_PROTO: Simple}\n"
     code, out, err, _, _ = _main(tmp_path, capsys, ["sweep", "conf={tmp}/c.yaml", "--dry-run", "--network", "default",
                                                     "--allow-ignored-vars", "--network", "b1:rate=1gbit", "~setups.b"],

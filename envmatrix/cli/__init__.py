@@ -31,28 +31,8 @@ EXIT_CODES = """exit codes (the same for sweep, bench, bisect, search, diff):
 EXIT_PIPE_CLOSED = 141
 
 
-class StoreOnce(argparse._StoreAction):  # noqa: SLF001 - argparse's own store, told to refuse a second value
-    """A flag that takes one value, given twice: argparse kept the last and dropped the first without a word
-    (--grid 1x2 --grid 2x1 ran 2x1 only); the one line names both. Repeatable flags use action='append'."""
-
-    def __call__(self, parser, namespace, values, option_string=None):
-        if option_string is not None:  # a positional with nargs='*' may be called again with what is left
-            given = namespace.__dict__.setdefault("_given_once", {})
-            if self.dest in given:
-                first = " ".join(map(str, given[self.dest]))
-                parser.error(f"{option_string} {values}: given twice ({first} first); allowed: "
-                             f"{'/'.join(self.option_strings)} once")
-            given[self.dest] = (option_string, values)
-        super().__call__(parser, namespace, values, option_string)
-
-
 class Parser(argparse.ArgumentParser):
     """argparse with one-line errors: a mistyped word gets the mistake and where help is, not the whole usage."""
-
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        self.register("action", None, StoreOnce)
-        self.register("action", "store", StoreOnce)
 
     def error(self, message: str):  # type: ignore[override]
         self.exit(2, f"{self.prog}: error: {one_line(message)}; see {self.prog} --help\n")
