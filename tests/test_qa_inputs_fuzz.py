@@ -316,3 +316,10 @@ def test_a_varied_variable_name_a_shell_cannot_export_is_refused(tmp_path, capsy
     # --allow-unknown-vars 'A=B' ran as 'export A=B=x' (A set to 'B=x'), 'C\nD' as two rows of the space
     line = refused(tmp_path, capsys, [*argv, "--allow-unknown-vars", "--allow-ignored-vars"], {"c.yaml": text})
     assert expect in line
+
+
+def test_a_conf_that_is_a_fifo_is_named_as_one_not_as_missing(tmp_path, capsys):
+    # 'no such config file' for a path that is there (a FIFO, /dev/null) sent the user looking for a typo
+    os.mkfifo(tmp_path / "c.yaml")
+    line = refused(tmp_path, capsys, ["sweep", "conf={tmp}/c.yaml", "--dry-run", "--out", "{tmp}/out"])
+    assert "c.yaml: is not a regular file (a FIFO, socket or device)" in line

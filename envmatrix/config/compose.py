@@ -43,6 +43,9 @@ def resolve_conf_file(value: str | None, near: Path | None = None) -> Path:
             return path.resolve()
     if any(p.is_dir() for p in candidates):
         raise ConfigError(f"conf={value}: is a directory; give a YAML file or one of {', '.join(available_confs())}")
+    if any(p.exists() for p in candidates):  # a FIFO or a device: there, but 'no such config file' said it was not
+        raise ConfigError(f"conf={value}: is not a regular file (a FIFO, socket or device); give a YAML file or one of "
+                          f"{', '.join(available_confs())}")
     stem = Path(value).stem
     raise ConfigError(
         f"conf={value}: no such config file{did_you_mean(stem, available_confs())}; "
