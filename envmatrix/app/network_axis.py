@@ -77,25 +77,35 @@ def check_payload_fits_timeout(inp: SweepInput, conditions: Sequence[Any]) -> No
     """A rate too low for the probe's own payload to cross within its timeout is refused before anything runs: the
     run would only time out (measured: rate=1kbit, nothing but a timeout after the probe's whole deadline), and the
     failure would read as the setup's. The least time is the physics floor of every bench size and collective,
-    warm-up and iterations included, on each grid."""
+    warm-up and iterations included, on each grid; without a bench, of the plain probe's collectives of
+    ``probe.numel`` float32 elements (a command or MPI probe's payload is its own and is not checked)."""
     from envmatrix.judgement.physics import floor_s, hosts_crossing
 
-    bench = inp.probe.params.get("bench") or {}
-    timeout_s = inp.probe.params.get("timeout_s")
-    if not bench.get("sizes") or not timeout_s:
+    params = inp.probe.params
+    bench = params.get("bench") or {}
+    timeout_s = params.get("timeout_s")
+    if bench.get("sizes"):
+        sizes, collectives = bench["sizes"], bench.get("collectives") or []
+        rounds = int(bench.get("iters") or 1) + int(bench.get("warmup") or 0)
+        what, smaller = f"the bench (S/R of every size and collective, {rounds} rounds)", \
+            "smaller sizes (-e / max_bytes), fewer iterations (-n, -w)"
+    elif params.get("numel") and params.get("collectives"):  # the plain probe: each collective once, float32
+        sizes, collectives, rounds = [int(params["numel"]) * 4], params["collectives"], 1
+        what, smaller = f"the probe's check (S/R of {sizes[0]} B of each collective)", "a smaller probe.numel"
+    else:
         return
-    rounds = int(bench.get("iters") or 1) + int(bench.get("warmup") or 0)
+    if not timeout_s:
+        return
     for condition in (c for c in conditions if c.rate_bps is not None):
         for grid in inp.grids:
             hosts = hosts_crossing(grid.label)
             least_s = rounds * sum(floor_s(pattern, size, hosts, condition.rate_bps) or 0.0
-                                   for pattern in bench.get("collectives") or [] for size in bench["sizes"])
+                                   for pattern in collectives for size in sizes)
             if least_s > float(timeout_s):
                 raise ConfigError(
-                    f"network {condition.name} ({condition.describe()}): the bench on {grid.label} needs at least "
-                    f"{least_s:.0f} s at this rate (S/R of every size and collective, {rounds} rounds) but the probe's "
-                    f"timeout is {float(timeout_s):g} s; allowed: a faster rate, smaller sizes (-e / max_bytes), fewer "
-                    "iterations (-n, -w) or a longer timeout (--timeout / probe.timeout_s)")
+                    f"network {condition.name} ({condition.describe()}): {what} on {grid.label} needs at least "
+                    f"{least_s:.0f} s at this rate but the probe's timeout is {float(timeout_s):g} s; allowed: a "
+                    f"faster rate, {smaller} or a longer timeout (--timeout / probe.timeout_s)")
 
 
 def plan_shaping(inp: SweepInput, launcher: Any, pins: Any = None, gpus: int = 0) -> Optional[ShapingPlan]:
