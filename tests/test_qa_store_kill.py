@@ -76,8 +76,6 @@ def test_kill_9_at_every_kind_of_moment_then_resume_stores_each_run_once(cli, tm
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="execution/: PDEATHSIG reaches a rank, not the children it started; after kill -9 "
-                                       "of the driver nothing kills the rank's session (reported to the lead)")
 def test_kill_9_of_the_driver_leaves_no_child_of_a_rank(cli, tmp_path):
     import sys
 
