@@ -16,9 +16,10 @@ OUT=${OUT:-/tmp/gpu1_smoke}; W="$OUT/gpu1_smoke"; mkdir -p "$W"; S="$OUT/summary
     /usr/bin/time -f "wall %e s" timeout 200 python3 -m envmatrix sweep conf=benchmarks/throughput_h200.yaml 'grids=[1x1]' $flag --out "$W/sweep_$side" 2>&1 | tail -n 14
     echo "rc=${PIPESTATUS[0]}"
   done
-  echo "== failing setup (NCCL_PROTO=bogus), 1x1"
-  timeout 120 python3 -m envmatrix sweep conf=benchmarks/throughput_h200.yaml 'grids=[1x1]' '+setups.bogus={NCCL_PROTO: bogus_proto}' \
-    --out "$W/fail" --allow-unknown-vars 2>&1 | grep -E "bogus|root cause|rank 0" | head -n 8
+  # a value NCCL itself refuses at init (envmatrix refuses a malformed NCCL_PROTO before any launch, exit 2)
+  echo "== failing setup (NCCL_NET=bogus_net), 1x1"
+  timeout 120 python3 -m envmatrix sweep conf=benchmarks/throughput_h200.yaml 'grids=[1x1]' '+setups.bogus={NCCL_NET: bogus_net}' \
+    --out "$W/fail" 2>&1 | grep -E "bogus|root cause|rank 0" | head -n 8
   python3 - "$W" <<'PY'
 import json, sys, pathlib
 for d in ("sweep_pool", "sweep_no_pool", "fail"):
