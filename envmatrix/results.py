@@ -107,6 +107,11 @@ class RankResult:
     log_tail: str = ""
 
 
+def column_name(setup: str, condition: Optional[str]) -> str:
+    """A matrix column: the setup, and the network condition it ran under when the run had a network axis."""
+    return setup if condition is None else f"{setup} @ {condition}"
+
+
 @dataclass
 class ProbeResult:
     run_key: str
@@ -145,6 +150,11 @@ class ProbeResult:
     def shared_gpu(self) -> bool:
         """Ranks shared GPUs (emulated hosts): pass/fail and transport hold, bandwidth figures do not."""
         return self.placement.get("kind") == SHARED_GPU
+
+    @property
+    def column(self) -> str:
+        """The matrix column this result is a cell of: its setup, with its network condition on a network axis."""
+        return column_name(self.setup_name, self.network.get("name") if self.network else None)
 
     @property
     def condition_name(self) -> str:

@@ -12,7 +12,7 @@ from envmatrix.bench.aggregate import headline_bw, headline_rows
 from envmatrix.judgement.thresholds import parse_percent
 from envmatrix.results import UNRESOLVED, ProbeResult
 
-CellKey = tuple[str, str, str]  # (setup, grid, backend)
+CellKey = tuple[str, str, str]  # (setup, grid, backend); the setup as its matrix column: "base @ b1g" on a network axis
 PointKey = tuple[str, str, str, str, int]  # (setup, grid, backend, collective, size_bytes)
 
 
@@ -94,7 +94,8 @@ def parse_threshold(text: str) -> float:
 
 
 def _cells(results: Sequence[ProbeResult]) -> dict[CellKey, ProbeResult]:
-    return {(r.setup_name, r.grid, r.backend): r for r in results}  # later results (newer attempts) win
+    # later results (newer attempts) win; each network condition is a cell of its own, as in the matrix
+    return {(r.column, r.grid, r.backend): r for r in results}
 
 
 def _bw_points(result: ProbeResult) -> dict[tuple[str, int], float]:

@@ -98,10 +98,9 @@ def build_matrix_model(results: Sequence[ProbeResult]) -> MatrixModel:
     from envmatrix.reporting.matrix import setup_of
 
     from envmatrix.env.atoms import Setup
-    from envmatrix.reporting.matrix import column_name
 
     def column(r: ProbeResult) -> str:
-        return column_name(r.setup_name, r.network.get("name") if r.network else None)
+        return r.column
 
     grids = list(dict.fromkeys(r.grid for r in results))
     setups = {column(r): Setup(column(r), setup_of(r.setup).atoms) for r in results}

@@ -6,7 +6,6 @@ import os
 import xml.etree.ElementTree as ET
 from typing import Sequence
 
-from envmatrix.reporting.matrix import column_name
 from envmatrix.reporting.text import one_line, visible
 from envmatrix.results import ProbeResult
 
@@ -23,7 +22,7 @@ def _root_rank_tail(result: ProbeResult) -> str:
 
 def junit_xml(suite: str, results: Sequence[ProbeResult]) -> str:
     # newest attempt of a cell wins; a cell is a matrix column on a grid: with a network axis, each condition's own
-    cells = {(column_name(r.setup_name, (r.network or {}).get("name")), r.grid): r for r in results}
+    cells = {(r.column, r.grid): r for r in results}
     failures = sum(not r.passed for r in cells.values())
     total_time = sum(r.duration_s for r in cells.values())
     root = ET.Element("testsuites", name="envmatrix", tests=str(len(cells)), failures=str(failures))

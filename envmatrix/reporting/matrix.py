@@ -8,7 +8,7 @@ from typing import Optional, Sequence
 from envmatrix.env.atoms import Atom, Setup, setup_diff
 from envmatrix.planning.plan import Run
 from envmatrix.reporting.hosts import root_cause_host
-from envmatrix.results import SLOW, ProbeResult
+from envmatrix.results import SLOW, ProbeResult, column_name
 
 
 @dataclass
@@ -61,11 +61,6 @@ def legend_for(setups: Sequence[Setup], backend: Optional[str] = None) -> list[t
         rows = [(name, text + (f" [ignored by {backend}: {', '.join(marks[name])}]" if marks[name] else ""))
                 for name, text in rows]
     return rows
-
-
-def column_name(setup: str, condition: Optional[str]) -> str:
-    """A matrix column: the setup, and the network condition it ran under when the run had a network axis."""
-    return setup if condition is None else f"{setup} @ {condition}"
 
 
 def _network_legend(runs: Sequence[Run]) -> dict[str, str]:
