@@ -5,6 +5,7 @@ from __future__ import annotations
 from envmatrix.bisect.driver import BisectReport
 from envmatrix.env.atoms import Setup
 from envmatrix.reporting.console import clip_words
+from envmatrix.reporting.text import md_code, md_text
 
 
 def subset_label(indices: list[int], n: int, labels: dict[int, str]) -> str:
@@ -43,9 +44,9 @@ def render_markdown(report: BisectReport) -> str:
         f"answer proven complete: {'yes' if report.complete else 'no'}"
     )
     out += ["", "## Atoms", "", "| atom | assignment |", "| --- | --- |"]
-    out += [f"| {labels[i]} | `{a}` |" for i, a in enumerate(report.atoms)]
+    out += [f"| {labels[i]} | {md_code(a)} |" for i, a in enumerate(report.atoms)]
     if report.baseline:
-        out += ["", "Baseline (always applied): " + "; ".join(f"`{a}`" for a in report.baseline)]
+        out += ["", "Baseline (always applied): " + "; ".join(md_code(a, in_table=False) for a in report.baseline)]
     header, cells = trail_table(report)
     out += ["", "## Trail (1 = passes, 0 = fails with signature 1, 0k = fails with signature k, ? = unresolved)", ""]
     out.append("| grid | " + " | ".join(f"({h})" for h in header) + " |")
@@ -58,13 +59,13 @@ def render_markdown(report: BisectReport) -> str:
         required = sec.get("required") or []
         if required:
             why = sec.get("required_failure") or {}
-            out.append(f"- searched with {', '.join(f'`{a}`' for a in required)} kept: the env without "
+            out.append(f"- searched with {', '.join(md_code(a, in_table=False) for a in required)} kept: the env without "
                        f"{'it' if len(required) == 1 else 'any of them'} fails another way "
                        f"({why.get('outcome')}: {clip_words(why.get('line') or '', 120)}), which hides this failure; "
                        "each culprit set below fails with them in place")
         for c in sec["culprits"]:
             kind = "interacting: all needed together" if len(c) > 1 else "fails alone"
-            out.append(f"- {{{', '.join(f'`{a}`' for a in c)}}} ({kind})")
+            out.append(f"- {{{', '.join(md_code(a, in_table=False) for a in c)}}} ({kind})")
         if not sec["culprits"]:
             out.append("- none found")
         out.append(f"- proven (fails alone, minimal, env without it no longer fails this way): {'yes' if sec['proven'] else 'no'}; "
@@ -85,14 +86,15 @@ def render_markdown(report: BisectReport) -> str:
                    "flaky, so no culprit can be proven; inconclusive. Sweep it a few times, or bisect with more --repeats.")
     if report.status == "budget":
         out.append("Probe cap reached: inconclusive; only the culprits above are proven. Not cleared (most suspect first): "
-                   + (", ".join(f"`{a}`" for a in report.suspects) or "none"))
+                   + (", ".join(md_code(a, in_table=False) for a in report.suspects) or "none"))
     if report.free_probes:
         out.append(f"Stored results used as free probes (not launched): {report.free_probes}")
     if report.repairs:
         out += ["", "## Repair", "", "| variable | value | outcome | busbw (GB/s) | root cause |", "| --- | --- | --- | --- | --- |"]
         for r in report.repairs:
             busbw = "-" if r.busbw is None else f"{r.busbw:.2f}"
-            out.append(f"| {r.var} | {'(unset)' if r.value is None else r.value} | {r.outcome} | {busbw} | {clip_words((r.root_cause or '').replace('|', '/'), 160)} |")
+            out.append(f"| {md_text(r.var)} | {'(unset)' if r.value is None else md_text(r.value)} | {r.outcome} | {busbw} | "
+                       f"{md_text(clip_words(r.root_cause or '', 160))} |")
     if report.recommended or report.culprits:
         proof = "proven: this env passed a probe" if report.recommended_proven else "NOT proven: no repaired env passed a probe"
         out += ["", "## Recommended env", "", f"({proof})"]
