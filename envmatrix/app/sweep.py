@@ -215,7 +215,9 @@ def dry_run(inp: SweepInput, runs: list[Run], run_dir: str, base_env: Mapping[st
     for i, run in enumerate(runs, 1):
         workdir = trial_workdir(run_dir, run, None, "dry-run")
         plan = launcher.build(run, launch_context(run, probe, workdir, inherited_env, pins, gpus, python, DRY_RUN_PORT))
-        out.append({"index": i, "grid": run.grid.label, "setup": run.setup.name, "run_key": run.key,
+        # the condition a run is shaped under: the launch alone does not show it (shaping is applied around it)
+        network = {"network": {"name": run.network.name, "value": run.network.describe()}} if run.network else {}
+        out.append({"index": i, "grid": run.grid.label, "setup": run.setup.name, **network, "run_key": run.key,
                     "launcher": inp.launcher, **plan_json(plan, base_env, workdir)})
     return out
 
