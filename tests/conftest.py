@@ -30,6 +30,21 @@ def processes_with_marker(marker: str) -> list[int]:
     return pids
 
 
+def workers_with_marker(marker: str) -> list[int]:
+    """:func:`processes_with_marker` less the driver's sentinel (envmatrix.execution.sentinel, started with the
+    driver): what a test waits for before acting on a probe is the driver and its ranks or pool servers."""
+    out = []
+    for pid in processes_with_marker(marker):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                if b"envmatrix.execution.sentinel" in fh.read():
+                    continue
+        except OSError:
+            continue
+        out.append(pid)
+    return out
+
+
 def assert_no_processes(marker: str, wait_s: float = 5.0) -> None:
     deadline = time.time() + wait_s
     while processes_with_marker(marker) and time.time() < deadline:

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from conftest import assert_no_processes, processes_with_marker, write_conf
+from conftest import assert_no_processes, processes_with_marker, workers_with_marker, write_conf
 from envmatrix.execution.pool import WarmPool, cold_reason
 from envmatrix.boundary import ProcessSpec
 from envmatrix.engine.launch import free_port
@@ -323,7 +323,7 @@ def test_ctrl_c_stops_pool_and_children(cli, tmp_path):
     # the driver, two pool servers, the two ranks they forked and the next run's children they forked ahead, once
     # rank 1 has reported that it stalled in its first collective
     while time.time() < deadline and driver.poll() is None and not (
-            len(processes_with_marker(cli.marker)) >= 5 and _stalled_rank_reported(tmp_path / "o")):
+            len(workers_with_marker(cli.marker)) >= 5 and _stalled_rank_reported(tmp_path / "o")):
         time.sleep(0.1)
     assert driver.poll() is None, driver.stdout.read()
     driver.send_signal(signal.SIGINT)

@@ -10,7 +10,7 @@ import time
 import pytest
 from optuna.trial import TrialState
 
-from conftest import assert_no_processes, processes_with_marker
+from conftest import assert_no_processes, processes_with_marker, workers_with_marker
 from search_helpers import BEST_1M, fake_conf, gloo_bench_search_conf, load, run_search, search_argv
 
 pytestmark = pytest.mark.slow
@@ -94,7 +94,7 @@ def test_killed_driver_leaves_no_running_trial(cli, tmp_path):
         time.sleep(0.3)
         # Processes first, then a fresh read: the trial the ranks belong to is the one to kill the driver under
         # (its worker_* attrs come in the transaction that makes it RUNNING: search.ownership.ask_owned).
-        if not (out / "study.sqlite").exists() or len(processes_with_marker(cli.marker)) <= 1:
+        if not (out / "study.sqlite").exists() or len(workers_with_marker(cli.marker)) <= 1:
             continue
         try:
             running = [t for t in load(out).get_trials(states=(TrialState.RUNNING,))

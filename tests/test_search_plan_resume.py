@@ -10,7 +10,7 @@ import time
 import pytest
 from optuna.trial import TrialState
 
-from conftest import assert_no_processes, processes_with_marker
+from conftest import assert_no_processes, processes_with_marker, workers_with_marker
 from search_helpers import FAKE, load, run_search, search_argv
 
 pytestmark = pytest.mark.slow
@@ -53,7 +53,7 @@ def _kill_mid_trial(cli, args, out, sig):
     deadline, running = time.time() + 120, []
     while time.time() < deadline and not running:
         time.sleep(0.3)
-        if not (out / "study.sqlite").exists() or len(processes_with_marker(cli.marker)) <= 1:
+        if not (out / "study.sqlite").exists() or len(workers_with_marker(cli.marker)) <= 1:
             continue
         try:
             running = [t for t in load(out).get_trials(states=(TrialState.RUNNING,)) if t.params]

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, assert_no_processes, processes_with_marker, write_conf
+from conftest import REPO, assert_no_processes, workers_with_marker, write_conf
 
 LIMIT_S = 2.0
 MARGIN_S = 3.0  # two cores shared by several test runs: scheduling, not cleanup, dominates the tail
@@ -43,7 +43,7 @@ def _wait_for_slow_ranks(out: Path, marker: str, deadline_s: float = 120) -> Non
     while time.time() < deadline:
         slow = list(out.glob("logs/1x2_slow_*/*/rank1.log"))
         # ranks + their sleep grandchildren of the slow run are up (quick's are gone)
-        if slow and len(processes_with_marker(marker)) >= 5:
+        if slow and len(workers_with_marker(marker)) >= 5:
             return
         time.sleep(0.1)
     raise AssertionError("the slow run's ranks never started")
