@@ -87,13 +87,16 @@ def popen_piped(argv: Sequence[str], env: Mapping[str, str]) -> subprocess.Popen
     )
 
 
-def _signal_name(returncode: int) -> Optional[str]:
-    if returncode >= 0:
-        return None
+def signal_name(number: int) -> str:
+    """SIGTERM for 15; a real-time signal, which has no name of its own, as SIG34."""
     try:
-        return signal.Signals(-returncode).name
+        return signal.Signals(number).name
     except ValueError:
-        return f"SIG{-returncode}"
+        return f"SIG{number}"
+
+
+def _signal_name(returncode: int) -> Optional[str]:
+    return signal_name(-returncode) if returncode < 0 else None
 
 
 def kill_tree(pid: int) -> None:

@@ -42,7 +42,7 @@ from typing import Any, Mapping, Optional, Sequence
 from envmatrix.env.atoms import UNSET
 from envmatrix.env.merge import compose_rank_env
 from envmatrix.errors import ConfigError, did_you_mean
-from envmatrix.execution.processes import boot_ticks, fork_exec_in_group, kill_strays
+from envmatrix.execution.processes import boot_ticks, fork_exec_in_group, kill_strays, signal_name
 from envmatrix.boundary import (RESULT_DIR_VAR, ProcessOutcome, ProcessSpec, echoed_env, env_digest, env_report_path,
                                 rank_var_names)
 from envmatrix.launchers.base import LaunchContext, Launcher, LaunchPlan, RankSlot
@@ -345,13 +345,6 @@ def _pdeathsig(sig: int) -> None:
         pass
 
 
-def _signal_name(number: int) -> str:
-    try:
-        return signal.Signals(number).name
-    except ValueError:  # a real-time signal
-        return f"SIG{number}"
-
-
 def _supervise(child: int, strays: tuple[int, list[frozenset[bytes]]] = (0, []), rank: Optional[int] = None) -> int:
     """Wait for the probe; if the launcher goes away or signals us, kill the probe's whole group, and then what the
     probe left outside it (``strays``: since when, which environment: processes.kill_strays)."""
@@ -391,7 +384,7 @@ def _supervise(child: int, strays: tuple[int, list[frozenset[bytes]]] = (0, []),
     if not stopped and rank is not None:
         # in the launcher's output, where the driver reads it even when it later kills the launcher at the timeout:
         # which ranks had ended by then, and how (launchers.rank_exits.shim)
-        how = _signal_name(os.WTERMSIG(status)) if os.WIFSIGNALED(status) else None
+        how = signal_name(os.WTERMSIG(status)) if os.WIFSIGNALED(status) else None
         line = shim_exit_line(rank, os.uname().nodename, None if how else os.WEXITSTATUS(status), how)
         try:
             os.write(2, f"{line}\n".encode())
