@@ -106,7 +106,12 @@ def test_a_5_gbit_condition_moves_data_at_5_gbit_not_a_sixth_less(pair, tmp_path
     unshaped = transfer_s(pair, size, tmp_path)
     if unshaped > floor / 2:
         pytest.skip(f"this box moves {size} B in {unshaped:.3f} s unshaped: too busy to tell 5 Gbit apart")
+    # measured with the one-MTU burst: 1.17-1.19 x S/R on every try; with a millisecond of burst 1.04 x (TCP/IP
+    # headers), but a sender woken late on a loaded 2-core CI box also gave 1.18 x once (CI run 85): the best of up
+    # to five tries tells the two apart, a one-MTU burst never gets under 1.12 x
+    tries = []
     with shaping.shaped([pair.host_link("node0")], condition):
-        shaped = min(transfer_s(pair, size, tmp_path) for _ in range(2))
-    # measured with the one-MTU burst: 1.17-1.19 x S/R; with a millisecond of burst 1.04 x (TCP/IP headers)
-    assert 0.97 * floor <= shaped <= 1.12 * floor, f"{shaped:.3f} s vs S/R {floor:.3f} s"
+        while len(tries) < 5 and (not tries or min(tries) > 1.12 * floor):
+            tries.append(transfer_s(pair, size, tmp_path))
+    shaped = min(tries)
+    assert 0.97 * floor <= shaped <= 1.12 * floor, f"{[round(t, 3) for t in tries]} s vs S/R {floor:.3f} s"
