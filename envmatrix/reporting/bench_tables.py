@@ -75,15 +75,16 @@ def busbw_by_size(metrics: Sequence[dict[str, Any]]) -> tuple[list[str], list[tu
 
 
 def busbw_by_setup(results: Sequence[ProbeResult], grid: str, size: Optional[int] = None) -> tuple[list[str], list[tuple[str, ...]]]:
-    """Seed 003's busbw table for one grid: rows = collectives, columns = setups, at ``size`` (default: largest)."""
+    """Seed 003's busbw table for one grid: rows = collectives, columns = setups (each network condition its own
+    column), at ``size`` (default: largest)."""
     chosen = [r for r in results if r.grid == grid and r.metrics]
-    setups = list(dict.fromkeys(r.setup_name for r in chosen))
+    setups = list(dict.fromkeys(r.column for r in chosen))
     collectives = list(dict.fromkeys(m["collective"] for r in chosen for m in r.metrics))
     rows = []
     for c in collectives:
         values = []
         for s in setups:
-            ms = [m for r in chosen if r.setup_name == s for m in headline_rows(r.metrics) if m["collective"] == c]
+            ms = [m for r in chosen if r.column == s for m in headline_rows(r.metrics) if m["collective"] == c]
             if size is not None:
                 ms = [m for m in ms if m["size_bytes"] == size]
             best = max(ms, key=lambda m: m["size_bytes"], default=None)

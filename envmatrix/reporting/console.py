@@ -80,7 +80,7 @@ class LiveProgress:
             return
         if result is not None:
             mark = "pass" if result.passed else f"{result.outcome}: {result.root_cause.get('line') or ''}"[:160]
-            self.last = one_line(f"({result.setup_name}) {result.grid}: {mark}")
+            self.last = one_line(f"({result.column}) {result.grid}: {mark}")
         if self.live is not None:
             self.live.update(self._render(progress))
             if event == "end":

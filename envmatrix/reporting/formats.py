@@ -26,14 +26,16 @@ def render_markdown(matrix: Matrix, results: Sequence[ProbeResult], title: str) 
     out += ["", "## Setups", "", md_table(["setup", "env (diff against the first setup)"],
                                           [[f"({name})", MdCell(md_code(env))] for name, env in matrix.legend])]
     if any(r.nccl.get("transport") for r in results):
-        by_cell = {(r.grid, r.setup_name): r.nccl.get("transport") or "" for r in results}
+        def transport(row: str, column: str) -> str:  # the matrix's own cell: a column may be "setup @ condition"
+            cell = matrix.cells.get((row, column))
+            return (cell.nccl.get("transport") if cell is not None else "") or "-"
+
         out += ["", "## Transport per cell (from NCCL's log)", ""]
-        out.append(md_table(["grid", *columns],
-                            [[row, *(by_cell.get((row, c), "") or "-" for c in matrix.columns)] for row in matrix.rows]))
+        out.append(md_table(["grid", *columns], [[row, *(transport(row, c) for c in matrix.columns)] for row in matrix.rows]))
     algorithms = [(r, algorithms_line(r.nccl or {})) for r in results]
     if any(line for _, line in algorithms):
         out += ["", "## Algorithm and protocol per collective (NCCL TUNING lines, rank 0)", ""]
-        out.append(md_table(["setup", "grid", "ran"], [[f"({r.setup_name})", r.grid, line] for r, line in algorithms if line]))
+        out.append(md_table(["setup", "grid", "ran"], [[f"({r.column})", r.grid, line] for r, line in algorithms if line]))
     if matrix.failures:
         out += ["", "## Failures", ""]
         out.append(md_table(["setup", "grid", "class", "rank", "host", "root cause"],

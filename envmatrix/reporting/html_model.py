@@ -127,7 +127,7 @@ def build_curves(results: Sequence[ProbeResult]) -> dict[str, list[Curve]]:
             if not ms:
                 continue
             out.setdefault(collective, []).append(Curve(
-                f"({r.setup_name}) {r.grid}" + (" (shared GPU: not representative)" if r.shared_gpu else ""),
+                f"({r.column}) {r.grid}" + (" (shared GPU: not representative)" if r.shared_gpu else ""),
                 [int(m["size_bytes"]) for m in ms], [float(headline_bw(m)) for m in ms],
                 [float(m.get("time_us") or 0.0) for m in ms], sum(int(m.get("wrong") or 0) for m in ms),
             ))
