@@ -68,8 +68,9 @@ def hostname(env: Mapping[str, str]) -> str:
     return env.get(EMULATED_HOST_VAR) or socket.gethostname()
 
 
-def host_identity(env: Mapping[str, str], torch: Any = None, device: Any = None) -> dict[str, Optional[str]]:
-    """What a rank records about where it ran (RankResult's hostname/gpu_uuid/pci_bus_id/nic)."""
-    uuid, pci = gpu_identity(torch, device) if torch is not None else ("cpu", "cpu")
+def host_identity(env: Mapping[str, str]) -> dict[str, Optional[str]]:
+    """Where a rank runs (RankResult's hostname/nic/nic_source), read from the env and this machine alone: a rank
+    records it before torch's import and init_process_group, so one that fails there still names its host. Its
+    GPU (gpu_uuid/pci_bus_id) follows once its device is chosen (gpu_identity)."""
     nic, source = rendezvous_interface(env)
-    return {"hostname": hostname(env), "gpu_uuid": uuid, "pci_bus_id": pci, "nic": nic, "nic_source": source}
+    return {"hostname": hostname(env), "nic": nic, "nic_source": source}

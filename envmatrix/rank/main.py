@@ -15,7 +15,7 @@ import traceback
 from typing import Any, Mapping, Optional
 
 from envmatrix.boundary import LAUNCHER_RANK_VARS, RESULT_DIR_VAR, echoed_env, rank_report_path, rank_var_names
-from envmatrix.rank.identity import host_identity, rank_identity
+from envmatrix.rank.identity import gpu_identity, host_identity, rank_identity
 from envmatrix.rank.store_wait import wait_for_rank0_store
 from envmatrix.results import clipped
 
@@ -31,6 +31,9 @@ READ_AFTER_CUDA_INIT_PREFIXES = ("NCCL_", "ENVMATRIX_")
 READ_AFTER_CUDA_INIT = frozenset(
     {"MASTER_ADDR", "MASTER_PORT"} | {name for names in LAUNCHER_RANK_VARS["torchrun"] for name in names})
 CUDA_COMPUTE_MODE_ATTR, CUDA_COMPUTE_MODE_DEFAULT = 20, 0  # CU_DEVICE_ATTRIBUTE_COMPUTE_MODE, CU_COMPUTEMODE_DEFAULT
+# What versions say where there is no NCCL to name (a CPU build of torch), rather than leaving the key out.
+NO_NCCL_IN_TORCH = "none (torch built without NCCL)"
+NO_NCCL_MAPPED = "none (no libnccl.so mapped)"
 
 
 class Reporter:
@@ -92,6 +95,27 @@ def nccl_version_of(path: str) -> str | None:
     major, rest = divmod(code, 10000) if code >= 10000 else divmod(code, 1000)
     minor, patch = divmod(rest, 100)
     return f"{major}.{minor}.{patch}"
+
+
+def nccl_torch_built(dist: Any, torch: Any) -> str:
+    """The NCCL version torch was built with (torch.cuda.nccl.version() raises in a build without it)."""
+    if not dist.is_nccl_available():
+        return NO_NCCL_IN_TORCH
+    return ".".join(map(str, torch.cuda.nccl.version()))
+
+
+def loaded_nccl() -> dict[str, Any]:
+    """versions' keys for the NCCL and NET plugins this process has mapped. torch's import maps its libnccl, a NET
+    plugin comes only at communicator init: read before init_process_group (what a rank that fails there had
+    loaded) and again after it."""
+    libs = loaded_libraries()
+    found: dict[str, Any] = {"libraries": libs, "net_plugins": [p for p in libs if "nccl-net" in os.path.basename(p)],
+                             "nccl_loaded": NO_NCCL_MAPPED}
+    nccl_libs = [p for p in libs if os.path.basename(p).startswith("libnccl.so")]
+    if nccl_libs:
+        found["nccl_loaded_path"] = nccl_libs[0]
+        found["nccl_loaded"] = nccl_version_of(nccl_libs[0])
+    return found
 
 
 def install_stack_dump(result_dir: str, rank: int) -> Any:
@@ -226,6 +250,11 @@ def main() -> int:
     stack_file = install_stack_dump(result_dir, rank)  # noqa: F841 - must stay open
     reporter = Reporter(result_dir, rank)
     reporter.data.update(env=echoed_env(os.environ), world=world, local_rank=local_rank)
+    # Where and with what this rank runs is read before torch's import and init_process_group (none of it needs a
+    # process group), so a rank that fails or hangs there still names its host, GPU and versions.
+    reporter.data.update(host_identity(os.environ))
+    versions: dict[str, Any] = {"python": sys.version.split()[0], "start": START_MODE}
+    reporter.data["versions"] = versions
     if PREPARED:
         reporter.data["pool_prepared"] = dict(PREPARED)
     if spec.get("nccl_dump_topology") and os.environ.get("ENVMATRIX_BACKEND") == "nccl":
@@ -241,10 +270,7 @@ def main() -> int:
         import torch.distributed as dist
 
         backend = os.environ.get("ENVMATRIX_BACKEND", "gloo")
-        versions: dict[str, Any] = {"torch": torch.__version__, "python": sys.version.split()[0], "start": START_MODE}
-        if backend == "nccl":
-            versions["nccl_torch_built"] = ".".join(map(str, torch.cuda.nccl.version()))
-        reporter.data["versions"] = versions
+        versions.update(torch=torch.__version__, nccl_torch_built=nccl_torch_built(dist, torch), **loaded_nccl())
         reporter.data["timings"]["import_s"] = time.perf_counter() - started
 
         reporter.phase("init")
@@ -257,24 +283,20 @@ def main() -> int:
             device = torch.device("cuda", int(os.environ.get("ENVMATRIX_DEVICE", local_rank)))
             torch.cuda.set_device(device)
             reporter.data["device"] = torch.cuda.get_device_name(device)
-            store_wait(os.environ)
+        else:
+            device = torch.device("cpu")
+            reporter.data["device"] = "cpu"
+        reporter.data["gpu_uuid"], reporter.data["pci_bus_id"] = gpu_identity(torch, device)
+        reporter.flush()  # the GPU is named before the rendezvous, which may fail or hang
+        store_wait(os.environ)
+        if backend == "nccl":
             dist.init_process_group("nccl", rank=rank, world_size=world, timeout=timeout, device_id=device)
             # device_id makes NCCL create its communicator now; a barrier proves it works.
             dist.barrier()
         else:
-            device = torch.device("cpu")
-            reporter.data["device"] = "cpu"
-            store_wait(os.environ)
             dist.init_process_group("gloo", rank=rank, world_size=world, timeout=timeout)
         reporter.data["timings"]["init_s"] = time.perf_counter() - t0
-        reporter.data.update(host_identity(os.environ, torch, device))
-        libs = loaded_libraries()
-        versions["libraries"] = libs
-        nccl_libs = [p for p in libs if os.path.basename(p).startswith("libnccl.so")]
-        if nccl_libs:
-            versions["nccl_loaded_path"] = nccl_libs[0]
-            versions["nccl_loaded"] = nccl_version_of(nccl_libs[0])
-        versions["net_plugins"] = [p for p in libs if "nccl-net" in os.path.basename(p)]
+        versions.update(loaded_nccl())  # NET plugins load at communicator init
     except Exception as exc:  # noqa: BLE001 - every failure is data
         return record_failure(reporter, "init_error", exc)
 

@@ -11,7 +11,7 @@ from array import array
 from typing import Mapping, Optional
 
 from envmatrix.boundary import MPI4PY_MISSING, RESULT_DIR_VAR, any_rank, echoed_env
-from envmatrix.rank.identity import rank_identity
+from envmatrix.rank.identity import gpu_identity, host_identity, rank_identity
 from envmatrix.rank.main import Reporter, record_failure
 
 SKIP_EXIT = 125
@@ -49,6 +49,11 @@ def main() -> int:
     rank = launcher[0] if launcher else (any_rank(os.environ) or 0)
     reporter = Reporter(os.environ.get(RESULT_DIR_VAR, "."), rank)
     reporter.data.update(env=echoed_env(os.environ), device=f"cpu ({socket.gethostname()})")
+    # Where it runs (no GPU: this probe is CPU only) and the python, before MPI_Init: a rank that MPI aborts in its
+    # init (no Python exception, the process just ends) still names them in its last report.
+    reporter.data.update(host_identity(os.environ))
+    reporter.data["gpu_uuid"], reporter.data["pci_bus_id"] = gpu_identity(None, None)
+    versions = reporter.data["versions"] = {"python": sys.version.split()[0]}
     started = time.perf_counter()
     reporter.phase("import")
     try:
@@ -58,17 +63,14 @@ def main() -> int:
         print(reporter.data["error"], file=sys.stderr, flush=True)
         reporter.phase("import", outcome="unresolved")
         return SKIP_EXIT
+    versions["mpi4py"] = mpi4py.__version__
     try:
         reporter.phase("init")
         from mpi4py import MPI  # MPI_Init_thread happens here
 
         comm = MPI.COMM_WORLD
-        reporter.data["versions"] = {
-            "mpi4py": mpi4py.__version__,
-            "mpi_library": MPI.Get_library_version().replace("\x00", "").strip().splitlines()[0],
-            "mpi_standard": "%d.%d" % MPI.Get_version(),
-            "python": sys.version.split()[0],
-        }
+        versions.update(mpi_library=MPI.Get_library_version().replace("\x00", "").strip().splitlines()[0],
+                        mpi_standard="%d.%d" % MPI.Get_version())
         reporter.data["timings"]["init_s"] = time.perf_counter() - started
         problem = world_problem(comm.Get_rank(), comm.Get_size(), launcher)
         reporter.data["checks"].append({"collective": "mpi_world", "numel": comm.Get_size(), "wrong": int(problem is not None)})
