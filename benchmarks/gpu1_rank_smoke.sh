@@ -31,6 +31,11 @@ for d in ("sweep_pool", "sweep_no_pool", "fail"):
         t = (r["ranks"][0].get("timings") or {}) if r["ranks"] else {}
         print(d, r["setup"]["name"], r["outcome"], starts, "init %.2f teardown %.2f" % (t.get("init_s", -1), t.get("teardown_s", -1)),
               ((r.get("root_cause") or {}).get("line") or "")[:140])
+        if d == "fail":  # a rank failing in init still names its host, GPU and the NCCL it had loaded
+            for k in r["ranks"]:
+                v = k.get("versions") or {}
+                print("  rank", k.get("rank"), k.get("outcome"), k.get("hostname"), k.get("gpu_uuid"), k.get("pci_bus_id"),
+                      "torch", v.get("torch"), "nccl built", v.get("nccl_torch_built"), "loaded", v.get("nccl_loaded"))
 PY
   for timing in host graph; do
     echo "== bench 1x1 $timing"
