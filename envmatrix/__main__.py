@@ -1,11 +1,24 @@
+import os
 import signal
 import sys
 
-# Until main() installs its own handler, a Ctrl-C while the command line is imported is a quiet exit 130.
-signal.signal(signal.SIGINT, lambda *_: sys.exit(130))
+
+def _interrupted_while_starting(signum, _frame):
+    # Nothing has started or been written yet: leave at once, one line, no KeyboardInterrupt traceback out of
+    # whatever import the signal landed in (os._exit: a SystemExit raised inside a finalizer would be dropped).
+    what = "interrupted" if signum == signal.SIGINT else f"stopped by {signal.Signals(signum).name}"
+    os.write(2, f"envmatrix: {what}\n".encode())
+    os._exit(130)  # errors.EXIT_INTERRUPTED, not imported: this runs before any envmatrix module is
+
+
+# First, before the command line is imported: from here on a Ctrl-C (SIGTERM, SIGHUP: interrupts.SIGNALS) is exit 130.
+# What comes before (Python's own start-up, site's .pth files) is out of envmatrix's reach.
+for _sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+    signal.signal(_sig, _interrupted_while_starting)
 
 from envmatrix.cli import main  # noqa: E402 - after the handler
 
 code = main()
-signal.signal(signal.SIGINT, signal.SIG_IGN)  # the command is done: a Ctrl-C during teardown changes nothing
+for _sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+    signal.signal(_sig, signal.SIG_IGN)  # the command is done: a Ctrl-C during teardown changes nothing
 sys.exit(code)

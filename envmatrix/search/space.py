@@ -106,7 +106,7 @@ def parse_search_space(
             f"{where}.space: expected a non-empty mapping VAR: [values] or VAR: all; got {raw!r} "
             "(e.g. search.space: {NCCL_ALGO: [Ring, Tree], NCCL_PROTO: all})"
         )
-    fixed_raw = search.get("fixed") or {}
+    fixed_raw = {} if search.get("fixed") is None else search["fixed"]  # `or {}` let 0, false and '' pass as none
     if not isinstance(fixed_raw, Mapping):
         raise ConfigError(f"{where}.fixed: expected a mapping VAR: value; got {fixed_raw!r}")
     fixed = Setup("fixed", atoms_from_mapping(fixed_raw, f"{where}.fixed"), origin="search")
