@@ -300,3 +300,24 @@ def interpolation(key: str, value: str) -> str:
         raise _fail(key, value, f"holds {match.group(0)}, which configs do not expand",
                     "the value itself (write the path or text, not a variable)")
     return value
+
+
+MAX_TEXT_BYTES = 64 << 20
+
+
+def read_utf8(path: str | os.PathLike, label: str, what: str = "it") -> str:
+    """A user-given file's text; non-UTF-8 bytes and unreadable files are one-line ConfigErrors naming ``label``.
+    At most MAX_TEXT_BYTES are read: /dev/zero (or a pipe that never ends) was read until memory ran out, while a
+    pipe that ends (--env-file <(env | grep NCCL)) is read as a file. Configs, env files, version lists and host
+    files (bisect --hosts, launcher_opts.<launcher>.hostfile) are all read with it."""
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(MAX_TEXT_BYTES + 1)
+        if len(data) > MAX_TEXT_BYTES:
+            raise ConfigError(f"{label}: more than {MAX_TEXT_BYTES >> 20} MiB; allowed: a text file of at most "
+                              f"{MAX_TEXT_BYTES >> 20} MiB (configs, env files and host lists are kilobytes)")
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{label}: not UTF-8 text (byte {exc.start}); save {what} as UTF-8") from None
+    except OSError as exc:
+        raise ConfigError(f"{label}: cannot read ({exc.strerror})") from None

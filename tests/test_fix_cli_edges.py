@@ -2,6 +2,7 @@
 SIGINT death or a traceback), and search.* keys refuse values of the wrong type (exit 2, nothing written)."""
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -143,3 +144,29 @@ def test_search_keys_of_the_right_type_still_pass(here, tmp_path, override):
     conf = write_conf(tmp_path / "s.yaml", SEARCH_CONF)
     done = here.run("search", f"conf={conf}", override, "--dry-run", timeout=120)
     assert done.returncode == 0, done.stderr
+
+
+def _memory_capped():
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))  # a reader without the cap fails here, not the box
+
+
+@pytest.mark.parametrize("kind", ["/dev/zero", "a 65 MiB file"])
+def test_a_launcher_hostfile_over_the_text_cap_is_refused_in_one_line(here, tmp_path, kind):
+    if shutil.which("mpirun") is None:
+        pytest.skip("mpirun is not installed")
+    hostfile = "/dev/zero"
+    if kind != "/dev/zero":
+        hostfile = str(tmp_path / "hosts")
+        with open(hostfile, "wb") as fh:
+            fh.truncate(65 << 20)  # sparse: no disk written
+    conf = write_conf(tmp_path / "c.yaml", "backend: gloo\ngrids: [2x1]\nsetups:\n  a: {}\n")
+    out = tmp_path / "o"
+    done = subprocess.run(here.argv("sweep", f"conf={conf}", "launcher=mpirun",
+                                    f"launcher_opts.mpirun.hostfile={hostfile}", "--out", str(out), "--dry-run"),
+                          cwd=here.cwd, env=here.env, capture_output=True, text=True, timeout=60,
+                          preexec_fn=_memory_capped)
+    (line,) = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and "launcher_opts.mpirun.hostfile" in line and hostfile in line, done.stderr
+    assert "64 MiB" in line and not out.exists()

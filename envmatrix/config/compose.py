@@ -53,24 +53,8 @@ def resolve_conf_file(value: str | None, near: Path | None = None) -> Path:
     )
 
 
-MAX_TEXT_BYTES = 64 << 20
-
-
-def read_utf8(path: Path, label: str, what: str = "it") -> str:
-    """A user-given file's text; non-UTF-8 bytes and unreadable files are one-line ConfigErrors naming ``label``.
-    At most MAX_TEXT_BYTES are read: /dev/zero (or a pipe that never ends) was read until memory ran out, while a
-    pipe that ends (--env-file <(env | grep NCCL)) is read as a file."""
-    try:
-        with open(path, "rb") as fh:
-            data = fh.read(MAX_TEXT_BYTES + 1)
-        if len(data) > MAX_TEXT_BYTES:
-            raise ConfigError(f"{label}: more than {MAX_TEXT_BYTES >> 20} MiB; allowed: a text file of at most "
-                              f"{MAX_TEXT_BYTES >> 20} MiB (configs, env files and host lists are kilobytes)")
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"{label}: not UTF-8 text (byte {exc.start}); save {what} as UTF-8") from None
-    except OSError as exc:
-        raise ConfigError(f"{label}: cannot read ({exc.strerror})") from None
+# The one reader of user-given text files, with its cap; launchers read hostfiles with it too, so it lives in values.
+MAX_TEXT_BYTES, read_utf8 = values.MAX_TEXT_BYTES, values.read_utf8
 
 
 @functools.lru_cache(maxsize=1)  # one loader class for every file a command reads

@@ -420,16 +420,12 @@ def _check_hostfile_slots(launcher: str, hostfile: Any, grids: Sequence[Any]) ->
 
 def _hostfile_entries(launcher: str, hostfile: Any) -> list[tuple[str, Any]]:
     from envmatrix.planning.hostlist import parse_host_list
+    from envmatrix.values import read_utf8
 
     if not hostfile:
         return []
-    key = f"launcher_opts.{launcher}.hostfile"
-    try:
-        with open(str(hostfile), encoding="utf-8") as fh:
-            text = fh.read()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{key}: {hostfile!r} cannot be read ({getattr(exc, 'strerror', None) or exc}); "
-                          "allowed: a readable hostfile (HOST or HOST slots=N lines)") from None
+    # the one capped reader: a hostfile that is /dev/zero (or gigabytes) was read until memory ran out
+    text = read_utf8(str(hostfile), f"launcher_opts.{launcher}.hostfile {hostfile}", "the hostfile")
     return parse_host_list(text, str(hostfile))
 
 
