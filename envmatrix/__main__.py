@@ -1,3 +1,6 @@
+"""``python -m envmatrix`` and the ``envmatrix`` console script (pyproject's [project.scripts]): both start here, so
+a Ctrl-C (SIGTERM, SIGHUP) while the command line is imported is exit 130 for either."""
+
 import os
 import signal
 import sys
@@ -11,14 +14,18 @@ def _interrupted_while_starting(signum, _frame):
     os._exit(130)  # errors.EXIT_INTERRUPTED, not imported: this runs before any envmatrix module is
 
 
-# First, before the command line is imported: from here on a Ctrl-C (SIGTERM, SIGHUP: interrupts.SIGNALS) is exit 130.
-# What comes before (Python's own start-up, site's .pth files) is out of envmatrix's reach.
-for _sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-    signal.signal(_sig, _interrupted_while_starting)
+def entry() -> int:
+    # First, before the command line is imported: from here on a Ctrl-C (SIGTERM, SIGHUP: interrupts.SIGNALS) is exit
+    # 130. What comes before (Python's own start-up, site's .pth files) is out of envmatrix's reach.
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _interrupted_while_starting)
+    from envmatrix.cli import main
 
-from envmatrix.cli import main  # noqa: E402 - after the handler
+    code = main()
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_IGN)  # the command is done: a Ctrl-C during teardown changes nothing
+    return code
 
-code = main()
-for _sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-    signal.signal(_sig, signal.SIG_IGN)  # the command is done: a Ctrl-C during teardown changes nothing
-sys.exit(code)
+
+if __name__ == "__main__":
+    sys.exit(entry())

@@ -27,8 +27,8 @@ def test_ctrl_c_in_the_first_moments_exits_130_without_a_traceback(cli):
         if "Fatal Python error: init_import_site" in err:
             continue  # a slow start: the signal landed in site's .pth imports, before envmatrix runs (CI run 45)
         reached += 1
-        # -2 (killed by SIGINT) is what a shell reports as 130 too; seen under load after the message was printed
-        assert "Traceback" not in err and proc.returncode in (0, 130, -2), (delay, proc.returncode, err)
+        # never -2 (killed by SIGINT after the message): interrupts.clear() resets CPython's stale note (802971a)
+        assert "Traceback" not in err and proc.returncode in (0, 130), (delay, proc.returncode, err)
     assert reached >= 5, f"only {reached} of 10 interrupts landed after Python's own start-up: nothing was tested"
 
 

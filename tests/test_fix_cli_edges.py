@@ -20,7 +20,7 @@ from conftest import REPO, assert_no_processes, write_conf
 _SIGNAL_AT = """
 import runpy, signal, sys
 
-WHEN, SIG = sys.argv.pop(1), signal.Signals[sys.argv.pop(1)]
+HOW, WHEN, SIG = sys.argv.pop(1), sys.argv.pop(1), signal.Signals[sys.argv.pop(1)]
 
 
 def due(frame):
@@ -40,6 +40,11 @@ def trace(frame, event, arg):
 
 sys.settrace(trace)
 sys.argv[0] = "envmatrix"
+if HOW != "-m":  # what pip writes for pyproject's [project.scripts] envmatrix = "MODULE:FUNCTION"
+    import importlib
+
+    module, function = HOW.split(":")
+    sys.exit(getattr(importlib.import_module(module), function)())
 runpy.run_module("envmatrix", run_name="__main__", alter_sys=True)
 """
 
@@ -50,10 +55,10 @@ def here(cli):
     return cli
 
 
-def _signalled(cli, tmp_path: Path, when: str, sig: str, *args: str) -> subprocess.CompletedProcess:
+def _signalled(cli, tmp_path: Path, when: str, sig: str, *args: str, how: str = "-m") -> subprocess.CompletedProcess:
     (tmp_path / "signal_at.py").write_text(_SIGNAL_AT)
     env = {**cli.env, "PYTHONPATH": os.pathsep.join((str(tmp_path), cli.env["PYTHONPATH"]))}
-    return subprocess.run([sys.executable, "-m", "signal_at", when, sig, *args], cwd=cli.cwd, env=env,
+    return subprocess.run([sys.executable, "-m", "signal_at", how, when, sig, *args], cwd=cli.cwd, env=env,
                           capture_output=True, text=True, timeout=60)
 
 
@@ -65,12 +70,20 @@ def test_a_ctrl_c_that_lands_in_exec_d_code_still_exits_130_not_by_sigint(here, 
     assert done.stderr == "envmatrix: interrupted\n"
 
 
+def _console_script() -> str:
+    import tomllib
+
+    return tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]["envmatrix"]
+
+
 @pytest.mark.parametrize("sig,line", [("SIGINT", "envmatrix: interrupted"),
                                       ("SIGTERM", "envmatrix: stopped by SIGTERM"),
                                       ("SIGHUP", "envmatrix: stopped by SIGHUP")])
-def test_a_signal_while_the_command_line_is_imported_is_one_line_and_130(here, tmp_path, sig, line):
-    # before main() installs its handler: __main__'s, installed before any envmatrix module is imported
-    done = _signalled(here, tmp_path, "importing", sig, "configs")
+@pytest.mark.parametrize("how", ["-m", "console-script"])
+def test_a_signal_while_the_command_line_is_imported_is_one_line_and_130(here, tmp_path, sig, line, how):
+    # before main() installs its handler: __main__'s, installed before any envmatrix module is imported; the console
+    # script (what `pip install` puts on PATH) started at envmatrix.cli:main and had none: a KeyboardInterrupt traceback
+    done = _signalled(here, tmp_path, "importing", sig, "configs", how="-m" if how == "-m" else _console_script())
     assert (done.returncode, done.stderr, done.stdout) == (130, line + "\n", "")
 
 
