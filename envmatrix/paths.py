@@ -66,6 +66,9 @@ def check_name(value: object, what: str, strict: bool = True) -> str:
     ``strict`` also limits the characters (run and study names); setup names keep theirs, since log
     folders slugify them.
     """
+    if isinstance(value, bool) or not isinstance(value, (str, int)):  # YAML true, 1.5, [a]: not a name's text
+        raise ConfigError(f"{what}: {value!r} is not a name; allowed: text of letters, digits and _ . + = , @ - "
+                          f"(quote it if YAML reads it as another type)")
     text = str(value)
     problem = None
     if not text:

@@ -99,11 +99,7 @@ def parse_settings(search: Mapping[str, Any], where: str, default_name: str, def
     if grace <= 2 * interval:  # a live worker would read as dead between two beats, and peers would re-run its trial
         raise ConfigError(f"{where}.heartbeat_grace_s: {s['heartbeat_grace_s']!r} is not more than twice "
                           f"heartbeat_interval_s ({s['heartbeat_interval_s']!r}); allowed: a number > {2 * interval:g}")
-    # text or nothing: a YAML true, 5 or list was turned into the study's name 'True' or the storage URL '5'
-    name = s["study_name"]
-    if name is not None and (isinstance(name, bool) or not isinstance(name, (str, int))):
-        raise ConfigError(f"{where}.study_name: {name!r} not allowed; allowed: a name of letters, digits and "
-                          "_ . + = , @ -, or null for the config's name")
+    # text or nothing: a YAML true, 5 or list was turned into the storage URL '5' (the study's name: check_name)
     if s["storage"] is not None and not isinstance(s["storage"], str):
         raise ConfigError(f"{where}.storage: {s['storage']!r} not allowed; allowed: an Optuna storage URL "
                           "(sqlite:///study.db, postgresql://host/db), or null for the run directory's study.sqlite")
