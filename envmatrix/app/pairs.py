@@ -359,7 +359,7 @@ def _host_pairs(request: PairsRequest, listener: Any) -> PairsResult:
 
 def _host_outcome(request: PairsRequest, run_dir: str, p2p: ProbeResult, net: list[ProbeResult], hosts: list[str],
                   rounds: list, large: int, small: int, stored: list) -> PairsResult:
-    from envmatrix.reporting.pairs_tables import host_pair_rows
+    from envmatrix.reporting.pairs_tables import host_pair_rows, typical_gbps
 
     uni = {tuple(m["pair"]): m for m in p2p.metrics if m.get("collective") == "pair_uni" and m.get("size_bytes") == large}
     figures = []
@@ -383,14 +383,6 @@ def _host_outcome(request: PairsRequest, run_dir: str, p2p: ProbeResult, net: li
     found = bool(judgement and (judgement.slow_hosts or judgement.slow_links))
     return PairsResult("hosts", path, text, write_run_outputs(run_dir, stored=stored), 1 if failed or found else 0,
                        judgement=judgement, host_rows=rows, results=[p2p, *net])
-
-
-def typical_gbps(row: dict) -> float:
-    """A pair's bandwidth for the judgement: at its median iteration, so one stalled iteration on a busy host does
-    not make a pair slow (its slower direction decides; a slow link is slow every time)."""
-    from envmatrix.bench.formulas import bandwidths
-
-    return bandwidths(row["collective"], row["size_bytes"], row.get("time_median_us") or row["time_us"], 2)[0]
 
 
 def tool_status(net: list[ProbeResult], rounds: list, tool: str) -> dict[frozenset, str]:
@@ -423,12 +415,18 @@ def host_pairs_markdown(rows: list, judgement: Optional[PairsJudgement], p2p: Pr
 
     out = ["# Host pairs", "",
            f"One rank per host; pairs in rounds of disjoint pairs run at the same time. RTT p2p: a {format_size(small)} "
-           f"ping-pong over {p2p.backend}; {p2p.backend}-T/-B: one {format_size(large)} message, sender to receiver; "
+           f"ping-pong over {p2p.backend}; {p2p.backend}-T/-B: one {format_size(large)} message, sender to receiver, "
+           f"at the median of its {_iters(p2p)} iterations (the figure judged); "
            "ping and iperf3 (TCP, receiver as server) where installed.", "",
            markdown_table(*host_pair_table(rows, p2p.backend)), ""]
     if judgement is not None:
         out += [f"Judgement: {judgement.summary()}", "", f"    {judgement.exclude_line}", ""]
     return "\n".join(out)
+
+
+def _iters(p2p: ProbeResult) -> str:
+    counts = {m.get("iters") for m in p2p.metrics if m.get("collective") == "pair_uni"}
+    return str(counts.pop()) if len(counts) == 1 and None not in counts else "timed"
 
 
 def _host_heatmap(rows: list, hosts: list[str]) -> str:
