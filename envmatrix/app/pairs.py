@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import zlib
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
@@ -340,8 +341,10 @@ def _host_pairs(request: PairsRequest, listener: Any) -> PairsResult:
         # it); with the local launcher every emulated host is this host
         reach = ["127.0.0.1"] * grid.nodes if base.launcher == "local" else hosts
         # iperf3's own port between real hosts; emulated hosts share this host's ports with any other command's
-        # run here, so each command takes its own range
-        port = 20000 + os.getpid() % 20000 if base.launcher == "local" else 5201
+        # run here, so each run directory (held exclusively, above) takes its own range. Not the pid: the port is
+        # in each round's run key, so a pid-derived one made the same command again (resume after Ctrl-C) miss
+        # every stored round and measure all of them again
+        port = 20000 + zlib.crc32(os.path.realpath(run_dir).encode()) % 20000 if base.launcher == "local" else 5201
         net = []
         for pairs_ in rounds:
             def netpair(session: Any, pairs_: list = pairs_) -> Any:
