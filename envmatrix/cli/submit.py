@@ -25,7 +25,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--time", default="01:00:00", help="wall time, [D-]HH:MM:SS read as Slurm reads it (90: 90 minutes); PBS gets it as HH:MM:SS (default 01:00:00)")
     p.add_argument("--job-name", default="envmatrix", help="job name (default envmatrix)")
     p.add_argument("--account", default=None, help="account / project to charge")
-    p.add_argument("--queue", default=None, help="Slurm partition or PBS queue")
+    p.add_argument("--queue", default=None, help="Slurm partition (or a comma list: gpu,debug) or PBS queue")
     p.add_argument("--output", default=None, help="job output file (default envmatrix-%%j.out / envmatrix.out)")
     p.add_argument("--directive", action="append", default=[], metavar="OPT", help="extra directive option (repeatable)")
     p.add_argument("--script", default=None, metavar="PATH",

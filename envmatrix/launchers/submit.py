@@ -55,9 +55,11 @@ def check(spec: BatchSpec) -> None:
         raise ConfigError(f"{where} --gpus-per-node: {spec.gpus_per_node} not allowed; allowed: an integer >= 0")
     if not _WALLTIME.match(spec.time) or any(int(part) > 59 for part in spec.time.split("-")[-1].split(":")[1:]):
         raise ConfigError(f"{where} --time: {spec.time!r} not allowed; allowed: [D-]HH:MM:SS, e.g. 01:00:00")
-    for key, value in (("--job-name", spec.job_name), ("--account", spec.account), ("--queue", spec.queue)):
+    for key, value in (("--job-name", spec.job_name), ("--account", spec.account)):
         if value is not None and not _SAFE_NAME.match(value):
             raise ConfigError(f"{where} {key}: {value!r} not allowed; allowed: letters, digits and _ . + -")
+    if spec.queue is not None:
+        _check_queue(spec.scheduler, spec.queue)
     if spec.output is not None and ("\n" in spec.output or "\r" in spec.output):  # the rest would be read as directives
         raise ConfigError(f"{where} --output: {spec.output!r} spans lines; allowed: one file name such as envmatrix-%j.out")
     for line in spec.directives:
@@ -71,6 +73,16 @@ def check(spec: BatchSpec) -> None:
         except ValueError as exc:  # render re-quotes its words
             raise ConfigError(f"{where} --directive: {line!r}: {exc}; allowed: one scheduler option whose quotes "
                               "close, e.g. --comment='two words'") from None
+
+
+def _check_queue(scheduler: str, queue: str) -> None:
+    """Slurm's --partition takes a comma list (the job runs in whichever partition starts it first, as sites split
+    GPU nodes into gpu,gpu-preempt); PBS's -q takes one queue."""
+    names = queue.split(",") if scheduler == "slurm" else [queue]
+    if not all(_SAFE_NAME.match(name) for name in names):
+        what = ("partition names of letters, digits and _ . + -, one or a comma list (gpu,debug)"
+                if scheduler == "slurm" else "one queue name of letters, digits and _ . + -")
+        raise ConfigError(f"envmatrix submit --queue: {queue!r} not allowed; allowed: {what}")
 
 
 def pbs_walltime(time: str) -> str:
