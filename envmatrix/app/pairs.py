@@ -318,6 +318,7 @@ def _host_grid(base: Any, request: PairsRequest) -> Grid:
 
 
 def _host_pairs(request: PairsRequest, listener: Any) -> PairsResult:
+    from envmatrix.config.resolve import check_cpu_memory
     from envmatrix.engine import open_store_at
     from envmatrix.store.lock import exclusive
 
@@ -328,12 +329,14 @@ def _host_pairs(request: PairsRequest, listener: Any) -> PairsResult:
     rounds = host_pair_rounds(grid.nodes)
     setup = _setups(base, request, catalog)[0]
     base = dataclasses.replace(base, name="pairs-hosts", grids=(grid,), setups=(setup,))
-    _check_fits(base, len(gpus))  # --grid 6x1 on 5 hosts: refused before the run directory exists
+    launcher = _check_fits(base, len(gpus))  # --grid 6x1 on 5 hosts: refused before the run directory exists
+    probe = _bench_probe(base, request, ["pair_uni", "pair_latency"], rounds, large, small)
+    # emulated hosts' ranks share this host's memory: --pair-size 1T was launched and failed in every rank
+    check_cpu_memory([grid], base.backend, launcher, get_probe("builtin"), probe)
     run_dir = em_paths.run_dir(request.out, "bench")
     listener = Steps(listener, 1 + len(rounds))
     with exclusive(os.path.join(run_dir, em_paths.STORE_FILE), request.command_line), open_store_at(run_dir) as store:
-        inp = dataclasses.replace(base, probe=_bench_probe(base, request, ["pair_uni", "pair_latency"], rounds,
-                                                           large, small))
+        inp = dataclasses.replace(base, probe=probe)
         p2p, _ = _run_one(inp, store, run_dir, pins, len(gpus), request, listener)
         configured = [str(h) for h in base.config.get("hosts") or []]  # "fe80::1" was "fe80"
         hosts = host_labels(p2p, configured, grid.nodes)
