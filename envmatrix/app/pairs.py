@@ -341,8 +341,11 @@ def _host_pairs(request: PairsRequest, listener: Any) -> PairsResult:
         configured = [str(h) for h in base.config.get("hosts") or []]  # "fe80::1" was "fe80"
         hosts = host_labels(p2p, configured, grid.nodes)
         # where each rank's tools reach its partner: the hostname it reported (real or namespace hosts resolve
-        # it); with the local launcher every emulated host is this host
-        reach = ["127.0.0.1"] * grid.nodes if base.launcher == "local" else hosts
+        # it); with the local launcher every emulated host is this host, and so it is where a cluster launcher
+        # with no hosts put every rank on one (mpirun --grid 4x1: the labels node0.. resolve nowhere, and each
+        # round waited out iperf3's server for ~70 s to say "Name or service not known" in every cell)
+        one_host = not configured and len({r.hostname for r in p2p.ranks if r.hostname}) <= 1
+        reach = ["127.0.0.1"] * grid.nodes if base.launcher == "local" or one_host else hosts
         # iperf3's own port between real hosts; emulated hosts share this host's ports with any other command's
         # run here, so each run directory (held exclusively, above) takes its own range. Not the pid: the port is
         # in each round's run key, so a pid-derived one made the same command again (resume after Ctrl-C) miss
