@@ -105,6 +105,12 @@ def parse_objective(raw: Any, where: str, grids: Sequence[str]) -> Objective:
     unknown = [str(k) for k in raw if k not in _KEYS]
     if unknown:
         raise ConfigError(f"{where}: unknown key {unknown[0]!r}{did_you_mean(unknown[0], _KEYS)}; allowed: {', '.join(_KEYS)}")
+    for one, many in (("collective", "collectives"), ("size", "sizes")):
+        # both given (e.g. a command-line search.objective={collective: ...} merged over a conf's collectives:), one
+        # of them was silently dropped and the study optimised what the user did not ask for
+        if one in raw and many in raw:
+            raise ConfigError(f"{where}: {one}: {raw[one]!r} and {many}: {raw[many]!r} both given, two answers to one "
+                              f"question; allowed: one of them ({one} takes one or a list)")
     colls = [str(c) for c in _listed(raw.get("collectives", raw.get("collective", "allreduce")))]
     for c in colls:
         if c not in ALL:
