@@ -178,6 +178,11 @@ def check_measured(objectives: Sequence[Objective], bench: Any, where: str) -> N
                 if size is not None and size > largest and collective in COLLECTIVES:
                     raise ConfigError(f"{here}.size: {format_size(size)} is larger than probe.bench measures "
                                       f"({format_size(largest)}); allowed: max or a size up to probe.bench.max_bytes")
+                # a size between the bench's steps has no row either: every trial would fail with no_metric
+                if size is not None and size not in bench["sizes"] and collective in COLLECTIVES:
+                    shown = ", ".join(format_size(s) for s in bench["sizes"])
+                    raise ConfigError(f"{here}.size: {format_size(size)} is not a size probe.bench measures; "
+                                      f"allowed: max or one of {shown}")
 
 
 def _row(rows: Sequence[Mapping[str, Any]], collective: str, size: Optional[int]) -> Optional[Mapping[str, Any]]:
