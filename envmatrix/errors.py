@@ -37,6 +37,15 @@ class StoreError(EnvmatrixError):
     exit_code = 1
 
 
+class NoAnswer(EnvmatrixError):
+    """Well-formed input, nothing to give: what was asked about failed (exit 1) or has not finished (exit 3). Like a
+    ConfigError, nothing is written when it is raised."""
+
+    def __init__(self, message: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
 def did_you_mean(word: str, candidates: Iterable[str]) -> str:
     """`` (did you mean X?)`` or an empty string; used by every unknown-name error."""
     # Never the rejected name itself: "unknown key 'hosts' (did you mean hosts?)" helps nobody.

@@ -41,7 +41,20 @@ def test_a_study_whose_every_trial_failed_exits_1_naming_the_failures(cli, tmp_p
     assert "nothing to export" in done.stderr and "Traceback" not in done.stderr
     assert "no completed trial yet" in (tmp_path / "run" / "search.md").read_text()  # the report is still written
     none = export(cli, tmp_path / "run", tmp_path / "best")
-    assert none.returncode == 2 and "has no completed trial yet (1 failed: search.md lists why)" in none.stderr, none.stderr
+    # the trials failed: exit 1 as the search's own (it was 2, bad input, though the study is well formed)
+    assert none.returncode == 1 and "has no completed trial yet (1 failed: search.md lists why)" in none.stderr, none.stderr
+    assert not (tmp_path / "best").exists()
+    assert_no_processes(cli.marker)
+
+
+def test_a_study_with_no_finished_trial_exports_nothing_and_is_inconclusive(cli, tmp_path):
+    # search.budget_s shorter than one probe: the search ends inconclusive (3) before any trial finishes; export said
+    # "bad input" (2) of the same study
+    done = run_search(cli, "search", f"conf={conf(tmp_path / 'short.yaml', '{NCCL_ALGO: [Ring, Tree]}', 'budget_s: 0.001')}",
+                      "--out", str(tmp_path / "run"))
+    assert done.returncode == 3, done.stdout + done.stderr
+    none = export(cli, tmp_path / "run", tmp_path / "best")
+    assert none.returncode == 3 and "has no completed trial yet" in none.stderr, none.stderr
     assert not (tmp_path / "best").exists()
     assert_no_processes(cli.marker)
 

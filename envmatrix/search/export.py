@@ -61,9 +61,13 @@ def best_trial(study: Any, objectives: Sequence[Objective], index: int = 0) -> A
     if not order:
         from optuna.trial import TrialState
 
+        from envmatrix.errors import EXIT_FAILURES, EXIT_INCONCLUSIVE, NoAnswer
+
+        # not bad input (exit 2): the study is the user's, its trials failed (1) or none has finished (3)
         failed = len(study.get_trials(deepcopy=False, states=(TrialState.FAIL,)))
-        raise ConfigError(f"export: study {study.study_name!r} has no completed trial yet"
-                          + (f" ({failed} failed: search.md lists why)" if failed else "; run envmatrix search first"))
+        raise NoAnswer(f"export: study {study.study_name!r} has no completed trial yet"
+                       + (f" ({failed} failed: search.md lists why)" if failed else "; run envmatrix search first"),
+                       EXIT_FAILURES if failed else EXIT_INCONCLUSIVE)
     return order[0]
 
 
