@@ -33,6 +33,11 @@ def install(handler: Any) -> dict[int, Any]:
     return previous
 
 
+def current() -> dict[int, Any]:
+    """The handlers installed now for every signal of SIGNALS, as :func:`install` returns them."""
+    return {sig: signal.getsignal(sig) for sig in SIGNALS}
+
+
 def restore(previous: dict[int, Any]) -> None:
     """Put back what :func:`install` replaced (a handler set outside Python: the default action)."""
     for sig, handler in previous.items():

@@ -26,6 +26,9 @@ HOW, WHEN, SIG = sys.argv.pop(1), sys.argv.pop(1), signal.Signals[sys.argv.pop(1
 def due(frame):
     if WHEN == "importing":  # the command line's own imports, before main() installs its handler
         return frame.f_code.co_filename.endswith("/envmatrix/errors.py")
+    if WHEN == "restoring":  # main's finally, as it puts the handlers back: after its own try
+        handler = getattr(signal.getsignal(SIG), "__name__", "")
+        return frame.f_code.co_name == "restore" and handler == "_first_interrupt"
     # code exec'd from a string (a namedtuple's generated code) while build_parser imports the commands
     handler = getattr(signal.getsignal(SIG), "__name__", "")
     return frame.f_code.co_filename == "<string>" and handler == "_first_interrupt"
@@ -68,6 +71,14 @@ def test_a_ctrl_c_that_lands_in_exec_d_code_still_exits_130_not_by_sigint(here, 
     done = _signalled(here, tmp_path, "exec", "SIGINT", "configs")
     assert done.returncode == 130, (done.returncode, done.stderr)
     assert done.stderr == "envmatrix: interrupted\n"
+
+
+@pytest.mark.parametrize("how", ["-m", "console-script"])
+def test_a_ctrl_c_as_the_command_line_puts_its_handler_back_is_one_line_and_130(here, tmp_path, how):
+    # CI run 88: a Ctrl-C at the end of `configs` (0.37 s) was a KeyboardInterrupt traceback and returncode -2: it
+    # landed in main's finally, outside the try that answers it
+    done = _signalled(here, tmp_path, "restoring", "SIGINT", "configs", how="-m" if how == "-m" else _console_script())
+    assert (done.returncode, done.stderr) == (130, "envmatrix: interrupted\n"), (done.returncode, done.stderr)
 
 
 def _console_script() -> str:

@@ -72,6 +72,19 @@ STORE_COMMANDS = ("sweep", "bench", "bisect", "search")  # an interrupted one re
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
+    handlers, hook = interrupts.current(), sys.unraisablehook
+    try:
+        return _main(argv, words)
+    except KeyboardInterrupt:
+        # a Ctrl-C whose handler ran on _main's first or last lines, outside its own try (installing the handler, or
+        # its finally before the handler is put back; CI run 88): the same answer, not a traceback and a death by
+        # SIGINT. That finally may not have run: what it puts back is put back here.
+        interrupts.restore(handlers)
+        sys.unraisablehook = hook
+        return _answer_interrupt(words)
+
+
+def _main(argv: Optional[Sequence[str]], words: list[str]) -> int:
     # First: a Ctrl-C (or SIGTERM, SIGHUP) while the parser is built (every command module imported: a few hundred
     # ms) is an interruption like any other, not a KeyboardInterrupt traceback.
     previous = interrupts.install(_first_interrupt)
@@ -84,16 +97,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"envmatrix: error: {one_line(str(exc))}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
-        why = interrupts.noted_signal()
-        interrupts.clear()
-        # --rerun would measure everything again; resuming means the same command without it.
-        resume = shlex.join(["envmatrix", *(w for w in words if w != "--rerun")])
-        what = "interrupted" if why in (None, "SIGINT") else f"stopped by {why}"
-        if next((w for w in words if not w.startswith("-")), None) in STORE_COMMANDS:
-            print(f"envmatrix: {what}; finished runs are in the store, resume with: {resume}", file=sys.stderr)
-        else:  # cluster up, network reset, report...: no store, nothing to resume (cluster up undid its hosts)
-            print(f"envmatrix: {what}", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return _answer_interrupt(words)
     except BrokenPipeError:
         # `envmatrix ... | head`: the reader is gone; what is left to print goes nowhere (Python would otherwise
         # fail again flushing stdout at exit, with a traceback)
@@ -103,6 +107,19 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         interrupts.restore(previous)
         sys.unraisablehook = previous_hook
         interrupts.clear()
+
+
+def _answer_interrupt(words: Sequence[str]) -> int:
+    why = interrupts.noted_signal()
+    interrupts.clear()
+    # --rerun would measure everything again; resuming means the same command without it.
+    resume = shlex.join(["envmatrix", *(w for w in words if w != "--rerun")])
+    what = "interrupted" if why in (None, "SIGINT") else f"stopped by {why}"
+    if next((w for w in words if not w.startswith("-")), None) in STORE_COMMANDS:
+        print(f"envmatrix: {what}; finished runs are in the store, resume with: {resume}", file=sys.stderr)
+    else:  # cluster up, network reset, report...: no store, nothing to resume (cluster up undid its hosts)
+        print(f"envmatrix: {what}", file=sys.stderr)
+    return EXIT_INTERRUPTED
 
 
 def _run(argv: Optional[Sequence[str]], words: list[str]) -> int:
