@@ -81,6 +81,31 @@ def test_a_ctrl_c_as_the_command_line_puts_its_handler_back_is_one_line_and_130(
     assert (done.returncode, done.stderr) == (130, "envmatrix: interrupted\n"), (done.returncode, done.stderr)
 
 
+def test_a_ctrl_c_python_wrapped_in_a_runtime_error_is_one_line_and_130(monkeypatch, capsys):
+    # CI run 89: Python 3.11 re-raises a KeyboardInterrupt from a descriptor's __set_name__ (a dataclass field, while
+    # a command module is imported) as "RuntimeError: Error calling __set_name__ on 'Field' instance 'meta' in
+    # 'Setup'" from it: a traceback and exit 1. The run below raises exactly that (a signal cannot be aimed inside
+    # __set_name__ from a trace hook: the hook's own frame takes it); any other RuntimeError stays an error.
+    import envmatrix.cli as command_line
+
+    def wrapped(argv, words):
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt as exc:
+            raise RuntimeError("Error calling __set_name__ on 'Field' instance 'meta' in 'Setup'") from exc
+
+    monkeypatch.setattr(command_line, "_run", wrapped)
+    assert command_line.main(["configs"]) == 130
+    assert capsys.readouterr().err == "envmatrix: interrupted\n"
+
+    def broken(argv, words):
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(command_line, "_run", broken)
+    with pytest.raises(RuntimeError, match="a bug"):
+        command_line.main(["configs"])
+
+
 def _console_script() -> str:
     import tomllib
 

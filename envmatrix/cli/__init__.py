@@ -103,10 +103,26 @@ def _main(argv: Optional[Sequence[str]], words: list[str]) -> int:
         # fail again flushing stdout at exit, with a traceback)
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_PIPE_CLOSED
+    except Exception as exc:
+        # Python 3.11 wraps a KeyboardInterrupt raised in a descriptor's __set_name__ (a dataclass field, while a
+        # command module is imported) in a RuntimeError: a Ctrl-C all the same (CI run 89: a traceback, exit 1)
+        if not _raised_by_interrupt(exc):
+            raise
+        return _answer_interrupt(words)
     finally:
         interrupts.restore(previous)
         sys.unraisablehook = previous_hook
         interrupts.clear()
+
+
+def _raised_by_interrupt(exc: BaseException) -> bool:
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, KeyboardInterrupt):
+            return True
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return False
 
 
 def _answer_interrupt(words: Sequence[str]) -> int:
