@@ -32,6 +32,9 @@ class RankExit:
     # Said by the rank's own shim when its probe ended by itself (not the launcher's account): true even of a run
     # the driver later killed at its timeout (:func:`rank_outcome`).
     from_shim: bool = False
+    # Said after a shim of the same launcher passed on the driver's stack request: the probe was still running at
+    # the driver's deadline (the request is sent then, and only then), so it ended during the timeout's kill.
+    after_stack_request: bool = False
 
     def line(self) -> str:
         how = f"died on {self.signal}" if self.signal else f"exited with code {self.exit_code}"
@@ -61,9 +64,17 @@ def shim_exit_line(rank: int, host: str, exit_code: Optional[int], signal: Optio
     return f"{SHIM_EXIT_PREFIX} rank {rank} on host {host}: probe {how}"
 
 
+# The shim's word when it passes the driver's stack request (SIGUSR1) to its probe (launchers/shim.py, forward()).
+_SHIM_STACK_REQUEST = re.compile(r"^envmatrix shim: passing signal \d+ \(stack request\)", re.MULTILINE)
+
+
 def shim(text: str, launcher: str) -> list[RankExit]:
-    """Each rank whose probe ended by itself, in the order its shim said so, exit 0 included (the rank passed)."""
-    return [RankExit(int(m.group(1)), int(m.group(3)) if m.group(3) else None, m.group(4), m.group(2), launcher, True)
+    """Each rank whose probe ended by itself, in the order its shim said so, exit 0 included (the rank passed);
+    marked when it said so after the stack request the driver sends at its deadline."""
+    request = _SHIM_STACK_REQUEST.search(text)
+    deadline_at = request.start() if request else len(text) + 1
+    return [RankExit(int(m.group(1)), int(m.group(3)) if m.group(3) else None, m.group(4), m.group(2), launcher, True,
+                     m.start() > deadline_at)
             for m in _SHIM_EXIT.finditer(text)]
 
 
@@ -175,10 +186,14 @@ def rank_outcome(hosting: ProcessOutcome, rank: int, account: Mapping[int, tuple
         return hosting
     named = account.get(rank)
     if hosting.killed_by:
-        # The driver killed the launcher (timeout): a rank whose shim said its probe had ended by itself ended so
-        # before the kill (a rank that passed is not one of those that hung). A SIGKILL may be the driver's own kill
-        # reaching the probe an instant before its shim, so it is no such word.
-        if named is None or not named[1].from_shim or named[1].signal == "SIGKILL":
+        # The driver killed the launcher (timeout): a rank whose shim said its probe had ended by itself before the
+        # driver's deadline ended so before the kill (a rank that passed is not one of those that hung). A SIGKILL
+        # may be the driver's own kill reaching the probe an instant before its shim, so it is no such word; nor is
+        # an end said after the stack request: the driver kills its launchers one after another, and a rank under
+        # one not yet killed sees its peers under the first die (gloo: "Connection closed by peer") and exits 1 by
+        # itself (CI run 90, torchrun 2x2: rank 3 so made a hang a collective_error). Alive at the deadline is a
+        # timeout, as the local launcher, one process per rank, counts it.
+        if named is None or not named[1].from_shim or named[1].signal == "SIGKILL" or named[1].after_stack_request:
             return hosting
         return replace(hosting, exit_code=named[1].exit_code, signal=named[1].signal, killed_by=None)
     if named is not None:
