@@ -23,7 +23,7 @@ So one bad host among any N costs 3 rounds, wherever it sits and whatever its ki
 
 Slow is relative when the runs measure (``relative=True``, each group's ``figure`` its bandwidth): rounds 1 and 2
 are then the pair test's rounds (planning/pairs.py; a host of an odd count sits one out), judged by
-judgement/pairs.py: each pair against its round's median, each host against its own pairs. Pair rounds go on
+judgement/pairs.py: each pair against the other pairs of its round, each host against its own pairs. Pair rounds go on
 until every host has played and each host with no fine pair has two bad pairs with partners fine elsewhere;
 a slow pair no slow host explains is measured once more (judged against the median of every pair): a slow link is
 slow every time, a pair slowed once by a busy machine is not. A pair's verdict is then slow when every one of its
@@ -48,7 +48,7 @@ from envmatrix.planning.pairs import host_pair_rounds
 OK, FAILING, SLOW, UNRESOLVED = "ok", "failing", "slow", "unresolved"
 VERDICTS = (OK, FAILING, SLOW, UNRESOLVED)
 _BAD = (FAILING, SLOW)
-# A pair is slow below a quarter of its round's median: on two cores at load 20 a healthy pair once measured 8x
+# A pair is slow below a quarter of its round's other pairs' median: on two cores at load 20 a healthy pair once measured 8x
 # below its round and 2x below every pair's median on its recheck (benchmarks/host_bisect_slow.md: at half it was
 # named a slow link); a 20 Mbit/s link sits 25-100x below.
 PAIR_TOLERANCE = 0.75

@@ -31,7 +31,7 @@ examples:
 With --hosts: all hosts in disjoint pairs at once, each host of a failing pair with a known-good one, then the
 culprits alone beside the rest together (a bad link: halves of the failing set at once); prints each host ok / failing / slow with its evidence runs, an `exclude:` line (a Slurm --exclude
 string) and a hostfile without them. With probe.bench the first rounds are pair rounds: a pair is slow below a quarter of
-its round's median, a host slow when all its pairs are (printed with how sure); other groups are slow below the config's
+the other pairs of its round, a host slow when all its pairs are (printed with how sure); other groups are slow below the config's
 expect: floors or, with --baseline RUN_DIR, the busbw of that recorded run less --tolerance (default 10%) for the same
 setup, grid and backend (a baseline without 2xP pair figures cannot judge: exit 3). Exit 1 when culprit hosts or
 links are found, 0 none, 3 inconclusive.
