@@ -58,6 +58,7 @@ Families (each seed draws a new landscape of that family):
   python benchmarks/search_scale.py --first-seed 100 --seeds 20 --samplers descent,structured,tpe,tpe-group,random
   python benchmarks/search_scale.py --fidelity --seeds 20   # cheap vs full fidelity: recorded H200 1x4 and these
   python benchmarks/search_scale.py --attraction --families scale8 --first-seed 2000 --seeds 40  # why half the seeds
+  python benchmarks/search_scale.py --modes --families scale8 --first-seed 2000 --seeds 40  # how each miss missed
 """
 
 from __future__ import annotations
@@ -143,6 +144,9 @@ def sockets(space: SearchSpace, row: tuple) -> int:
     return int(get["NCCL_SOCKET_NTHREADS"] or 1) * int(get["NCCL_NSOCKS_PERTHREAD"] or 1)
 
 
+BASINS: dict[int, dict[int, int]] = {}  # id(broad) -> the basin's {variable: value}, read back by family_basin
+
+
 def _narrow(space: SearchSpace, rng: random.Random, broad: dict, pool: list[int], near: float, far: float,
             farther: Optional[float] = None, unset_ok: tuple[int, ...] = ()) -> dict:
     """A basin at three variables of ``pool``, each at a value where the broad optimum is not, x(near|far) per knob
@@ -159,6 +163,7 @@ def _narrow(space: SearchSpace, rng: random.Random, broad: dict, pool: list[int]
                   for k in trio}
         if any(space.choices(space.vars[k])[v] is not None for k, v in target.items()):
             break
+    BASINS[id(broad)] = target
     others_best: dict[tuple, float] = {}
     for r, v in broad.items():  # the best broad value per setting of the non-trio variables (its shape outside the trio)
         key = tuple(x for k, x in enumerate(r) if k not in trio)
@@ -172,6 +177,9 @@ def _narrow(space: SearchSpace, rng: random.Random, broad: dict, pool: list[int]
             f *= 1.0 if d == 0 else near if d == 1 else far if d == 2 or farther is None else farther
         out[r] = f * others_best[tuple(x for k, x in enumerate(r) if k not in trio)] / peak
     return out
+
+
+LAST_BASIN: dict[tuple[str, int], dict[int, int]] = {}  # (family, seed) -> the basin's three {variable: value}
 
 
 def family_table(family: str, seed: int) -> tuple[SearchSpace, dict[tuple, Optional[float]]]:
@@ -298,6 +306,7 @@ def family_table(family: str, seed: int) -> tuple[SearchSpace, dict[tuple, Optio
                         and val(r, "NCCL_MAX_NCHANNELS") in ("16", "32")))
     else:
         raise SystemExit(f"unknown family {family!r}")
+    LAST_BASIN[(family, seed)] = BASINS.pop(id(broad))
     top = max(broad.values())
     table: dict[tuple, Optional[float]] = {r: None if fails(r) else max(0.9 * broad[r] / top, narrow[r]) for r in rows}
     best = max(v for v in table.values() if v is not None)
@@ -354,7 +363,7 @@ def run_one(space: SearchSpace, table: dict, sampler: str, seed: int, trials: in
     c = confirm(labels, lambda r, lab: measure_row(base if lab == DEFAULT else top[lab]), repeats=3, max_repeats=3)
     row = base if c.decision.winner == DEFAULT else top[c.decision.winner]
     return {"score": table[row], "vs_default": table[row] / table[base], "failed": sum(v is None for v in measured),
-            "probed": len(order), "wall": wall, "exported_fails": table[row] is None}
+            "probed": len(order), "wall": wall, "exported_fails": table[row] is None, "order": order}
 
 
 RECORDED_1X4 = REPO / "benchmarks" / "results" / "h200_search" / "exhaustive_1x4.sqlite.gz"
@@ -539,6 +548,38 @@ def attraction_report(families: list[str], seeds: range, starts: int = 20) -> li
     return lines
 
 
+def modes_report(families: list[str], seeds: range, trials: int) -> list[str]:
+    """Why a seed's search missed 0.95 (an analysis with the basin known): the best measured row holds the basin's
+    three values but sits below 0.95 (stuck inside the basin: its other variables are at a local optimum, e.g. a
+    coupled algorithm x protocol pair), some measured row held the three values but no climb went from it
+    (not climbed), or no measured row ever held them (never measured). ``found``: a measured row >= 0.95."""
+    lines = ["| family | seeds | found | stuck inside the basin | a basin row measured, not climbed | never measured a basin row "
+             "| first basin row's trial (median, of those not climbed) |", "|---|---|---|---|---|---|---|"]
+    for family in families:
+        modes: dict[str, int] = {"found": 0, "stuck": 0, "not climbed": 0, "never": 0}
+        firsts = []
+        for seed in seeds:
+            space, table = family_table(family, seed)
+            basin = LAST_BASIN[(family, seed)]
+            order = [r for r in run_one(space, table, "structured", seed, trials)["order"] if table[r] is not None]
+            holds = [i for i, r in enumerate(order) if all(r[k] == v for k, v in basin.items())]
+            top = max(order, key=table.get)
+            if table[top] >= 0.95:
+                modes["found"] += 1
+            elif all(top[k] == v for k, v in basin.items()):
+                modes["stuck"] += 1
+            elif holds:
+                modes["not climbed"] += 1
+                firsts.append(holds[0])
+            else:
+                modes["never"] += 1
+        first = f"{statistics.median(firsts):.0f}" if firsts else "-"
+        lines.append(f"| {family} | {seeds.start}-{seeds.stop - 1} | {modes['found']} | {modes['stuck']} | {modes['not climbed']} "
+                     f"| {modes['never']} | {first} |")
+        print(lines[-1], flush=True)
+    return lines
+
+
 def main(argv: Optional[list[str]] = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--families", default="scale8")
@@ -549,7 +590,13 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("--out", type=Path)
     ap.add_argument("--fidelity", action="store_true", help="rank correlation of cheap fidelities instead of searches")
     ap.add_argument("--attraction", action="store_true", help="the basin's attraction and random-start climbs instead of searches")
+    ap.add_argument("--modes", action="store_true", help="why each seed missed 0.95 (basin known) instead of the score table")
     args = ap.parse_args(argv)
+    if args.modes:
+        text = "\n".join(modes_report(args.families.split(","), range(args.first_seed, args.first_seed + args.seeds), args.trials)) + "\n"
+        if args.out:
+            args.out.write_text(text)
+        return 0
     if args.attraction:
         text = "\n".join(attraction_report(args.families.split(","), range(args.first_seed, args.first_seed + args.seeds))) + "\n"
         if args.out:
