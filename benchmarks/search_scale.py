@@ -144,7 +144,7 @@ def sockets(space: SearchSpace, row: tuple) -> int:
     return int(get["NCCL_SOCKET_NTHREADS"] or 1) * int(get["NCCL_NSOCKS_PERTHREAD"] or 1)
 
 
-BASINS: dict[int, dict[int, int]] = {}  # id(broad) -> the basin's {variable: value}, read back by family_basin
+BASINS: dict[int, dict[int, int]] = {}  # id(broad) -> the basin's {variable: value}; family_table moves it to LAST_BASIN
 
 
 def _narrow(space: SearchSpace, rng: random.Random, broad: dict, pool: list[int], near: float, far: float,
