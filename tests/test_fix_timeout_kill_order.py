@@ -10,7 +10,7 @@ as an end before the kill: the run was a collective_error, not the timeout it wa
 """
 
 from envmatrix.boundary import ProcessOutcome
-from envmatrix.launchers.rank_exits import account_of, rank_outcome, shim
+from envmatrix.launchers.rank_exits import account_of, rank_outcome, shim, shim_exit_line, shim_stack_request_line
 from envmatrix.probes import get_probe
 from envmatrix.probes.outcome import verdict
 from envmatrix.results import RankResult, TIMEOUT
@@ -50,3 +50,8 @@ def test_a_rank_that_ended_before_the_deadline_keeps_its_own_end():
     assert (process.killed_by, process.exit_code, process.signal) == (None, 0, None)
     before = shim(text, "torchrun")
     assert [(e.rank, e.after_stack_request) for e in before] == [(2, False)]
+
+
+def test_the_lines_the_shim_writes_are_the_ones_read_back():
+    text = f"{shim_stack_request_line(10, 29950)}\n{shim_exit_line(3, 'vm', 1, None)}\n"
+    assert [(e.rank, e.exit_code, e.after_stack_request) for e in shim(text, "torchrun")] == [(3, 1, True)]

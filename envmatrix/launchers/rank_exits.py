@@ -64,7 +64,11 @@ def shim_exit_line(rank: int, host: str, exit_code: Optional[int], signal: Optio
     return f"{SHIM_EXIT_PREFIX} rank {rank} on host {host}: probe {how}"
 
 
-# The shim's word when it passes the driver's stack request (SIGUSR1) to its probe (launchers/shim.py, forward()).
+def shim_stack_request_line(signum: int, probe_pid: int) -> str:
+    """The shim's word when it passes the driver's stack request to its probe (launchers/shim.py, forward())."""
+    return f"{SHIM_EXIT_PREFIX} passing signal {signum} (stack request) to probe pid {probe_pid}"
+
+
 _SHIM_STACK_REQUEST = re.compile(r"^envmatrix shim: passing signal \d+ \(stack request\)", re.MULTILINE)
 
 

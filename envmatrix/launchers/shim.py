@@ -48,7 +48,7 @@ from envmatrix.boundary import (RESULT_DIR_VAR, ProcessOutcome, ProcessSpec, ech
 from envmatrix.launchers.base import LaunchContext, Launcher, LaunchPlan, RankSlot
 from envmatrix.launchers.identity import launcher_identity
 from envmatrix.launchers.local import LOOPBACK_DEFAULTS, emulated_hostid, rank_vars as local_rank_vars
-from envmatrix.launchers.rank_exits import RankExit, shim as shim_exits, shim_exit_line
+from envmatrix.launchers.rank_exits import RankExit, shim as shim_exits, shim_exit_line, shim_stack_request_line
 from envmatrix.planning.grid import check_nodes
 from envmatrix.planning.plan import Run
 from envmatrix.probes.delivery import checked_names
@@ -360,7 +360,7 @@ def _supervise(child: int, strays: tuple[int, list[frozenset[bytes]]] = (0, []),
 
     def forward(signum: int, _frame: Any) -> None:
         # said in the launcher's log: on a box where stacks do not come back, shows whether the launcher passed it on
-        os.write(2, f"envmatrix shim: passing signal {signum} (stack request) to probe pid {child}\n".encode())
+        os.write(2, f"{shim_stack_request_line(signum, child)}\n".encode())
         try:
             os.kill(child, signum)  # the probe's stack-dump request (execution.hang), the probe only
         except OSError:
