@@ -144,14 +144,11 @@ def sockets(space: SearchSpace, row: tuple) -> int:
     return int(get["NCCL_SOCKET_NTHREADS"] or 1) * int(get["NCCL_NSOCKS_PERTHREAD"] or 1)
 
 
-BASINS: dict[int, dict[int, int]] = {}  # id(broad) -> the basin's {variable: value}; family_table moves it to LAST_BASIN
-
-
 def _narrow(space: SearchSpace, rng: random.Random, broad: dict, pool: list[int], near: float, far: float,
-            farther: Optional[float] = None, unset_ok: tuple[int, ...] = ()) -> dict:
+            farther: Optional[float] = None, unset_ok: tuple[int, ...] = ()) -> tuple[dict, dict[int, int]]:
     """A basin at three variables of ``pool``, each at a value where the broad optimum is not, x(near|far) per knob
     off (x farther three or more steps off, where given); a basin value is unset only for ``unset_ok`` variables,
-    and never all three (the default env must not sit in the basin already)."""
+    and never all three (the default env must not sit in the basin already). Also returns the basin's {variable: value}."""
     top = max(broad, key=broad.get)
 
     def set_values(k: int) -> list[int]:
@@ -163,7 +160,6 @@ def _narrow(space: SearchSpace, rng: random.Random, broad: dict, pool: list[int]
                   for k in trio}
         if any(space.choices(space.vars[k])[v] is not None for k, v in target.items()):
             break
-    BASINS[id(broad)] = target
     others_best: dict[tuple, float] = {}
     for r, v in broad.items():  # the best broad value per setting of the non-trio variables (its shape outside the trio)
         key = tuple(x for k, x in enumerate(r) if k not in trio)
@@ -176,7 +172,7 @@ def _narrow(space: SearchSpace, rng: random.Random, broad: dict, pool: list[int]
             d = abs(r[k] - target[k])
             f *= 1.0 if d == 0 else near if d == 1 else far if d == 2 or farther is None else farther
         out[r] = f * others_best[tuple(x for k, x in enumerate(r) if k not in trio)] / peak
-    return out
+    return out, target
 
 
 LAST_BASIN: dict[tuple[str, int], dict[int, int]] = {}  # (family, seed) -> the basin's three {variable: value}
@@ -207,7 +203,7 @@ def family_table(family: str, seed: int) -> tuple[SearchSpace, dict[tuple, Optio
                 v *= bump(pos[k](r[k]), peaks[(k, r[(a, p)[j % 2]])], widths[k], floors[k])
             v *= bump(math.log2(sockets(space, r)) / 6, s_peak, 0.35, 0.5)  # sockets: their product counts
             broad[r] = v
-        narrow = _narrow(space, rng, broad, knobs, 0.7, 0.45)
+        narrow, basin = _narrow(space, rng, broad, knobs, 0.7, 0.45)
 
         def fails(r: tuple) -> bool:
             return (sockets(space, r) > 64 or (val(r, "NCCL_PROTO") == "LL128" and val(r, "NCCL_NTHREADS") == "128")
@@ -225,7 +221,7 @@ def family_table(family: str, seed: int) -> tuple[SearchSpace, dict[tuple, Optio
             v *= bump(pos[b](r[b]), bpeak[r[a]], 0.5, 0.6) * (cpen if r[ch] else 1.0)
             v *= bump(math.log2(sockets(space, r)) / 6, s_peak, 0.3, 0.45)
             broad[r] = v
-        narrow = _narrow(space, rng, broad, [p, c, b, t, ch, names.index("NCCL_SOCKET_NTHREADS")], 0.75, 0.5)
+        narrow, basin = _narrow(space, rng, broad, [p, c, b, t, ch, names.index("NCCL_SOCKET_NTHREADS")], 0.75, 0.5)
 
         def fails(r: tuple) -> bool:
             return (sockets(space, r) > 64 or (val(r, "NCCL_ALGO") == "Tree" and val(r, "NCCL_PROTO") == "LL")
@@ -242,7 +238,7 @@ def family_table(family: str, seed: int) -> tuple[SearchSpace, dict[tuple, Optio
             v *= bump(pos[b](r[b]) + pos[c](r[c]), bc_peak, 0.5, 0.6) * (chunk if r[ch] else 1.0)  # buffers x channels
             v *= bump(math.log2(sockets(space, r)) / 6, s_peak, 0.35, 0.45)
             broad[r] = v
-        narrow = _narrow(space, rng, broad, [p, c, b, t, ch, names.index("NCCL_NSOCKS_PERTHREAD")], 0.72, 0.5)
+        narrow, basin = _narrow(space, rng, broad, [p, c, b, t, ch, names.index("NCCL_NSOCKS_PERTHREAD")], 0.72, 0.5)
 
         def fails(r: tuple) -> bool:
             return (sockets(space, r) > 64 or (val(r, "NCCL_ALGO") == "Tree" and val(r, "NCCL_PROTO") == "LL")
@@ -260,7 +256,7 @@ def family_table(family: str, seed: int) -> tuple[SearchSpace, dict[tuple, Optio
             e = ((pos[c](r[c]) + pos[t](r[t]) - ridge[r[p]]) / 0.55) ** 2 + ((pos[b](r[b]) - bpeak[r[g]]) / 0.7) ** 2
             e += ((pos[q](r[q]) - qpeak[r[sp]]) / 0.8) ** 2 + ((pos[n](r[n]) - npeak) / 0.9) ** 2
             broad[r] = base[(r[p], r[g])] * (split if r[sp] else 1.0) * (0.3 + 0.7 * math.exp(-e))
-        narrow = _narrow(space, rng, broad, [c, b, q, g, n], 0.78, 0.5, 0.35)
+        narrow, basin = _narrow(space, rng, broad, [c, b, q, g, n], 0.78, 0.5, 0.35)
 
         def fails(r: tuple) -> bool:
             return ((val(r, "NCCL_IB_QPS_PER_CONNECTION") == "8" and val(r, "NCCL_IB_SPLIT_DATA_ON_QPS") == "1")
@@ -279,7 +275,7 @@ def family_table(family: str, seed: int) -> tuple[SearchSpace, dict[tuple, Optio
             e -= 0.4 * ((pos[t](r[t]) - tpeak[r[a]]) / 0.5) ** 2 + 0.35 * ((pos[b](r[b]) - bpeak[r[g]]) / 0.6) ** 2
             e -= 0.5 * ((math.log2(sockets(space, r)) / 7 - s_peak) / 0.35) ** 2
             broad[r] = math.exp(max(e, -2.5))
-        narrow = _narrow(space, rng, broad, [p, c, t, b, g, st], 0.74, 0.48, 0.4, unset_ok=(p, c, g))
+        narrow, basin = _narrow(space, rng, broad, [p, c, t, b, g, st], 0.74, 0.48, 0.4, unset_ok=(p, c, g))
 
         def fails(r: tuple) -> bool:
             return (sockets(space, r) > 64 or (val(r, "NCCL_ALGO") == "Tree" and val(r, "NCCL_PROTO") == "LL")
@@ -296,7 +292,7 @@ def family_table(family: str, seed: int) -> tuple[SearchSpace, dict[tuple, Optio
             terms = (bump(pos[c](r[c]) + pos[b](r[b]), ridge[r[a]], 0.45, 0.0), bump(pos[t](r[t]), tpeak[r[p]], 0.4, 0.0),
                      bump(pos[q](r[q]), qpeak[r[a]], 0.5, 0.0), bump(math.log2(sockets(space, r)) / 6, s_peak, 0.35, 0.0))
             broad[r] = base[(r[a], r[p])] * (floor + (1 - floor) * sum(terms) / len(terms))
-        narrow = _narrow(space, rng, broad, [p, c, t, b, q, names.index("NCCL_SOCKET_NTHREADS")], 0.76, 0.5, 0.38,
+        narrow, basin = _narrow(space, rng, broad, [p, c, t, b, q, names.index("NCCL_SOCKET_NTHREADS")], 0.76, 0.5, 0.38,
                          unset_ok=(p, c))
 
         def fails(r: tuple) -> bool:
@@ -306,7 +302,7 @@ def family_table(family: str, seed: int) -> tuple[SearchSpace, dict[tuple, Optio
                         and val(r, "NCCL_MAX_NCHANNELS") in ("16", "32")))
     else:
         raise SystemExit(f"unknown family {family!r}")
-    LAST_BASIN[(family, seed)] = BASINS.pop(id(broad))
+    LAST_BASIN[(family, seed)] = basin
     top = max(broad.values())
     table: dict[tuple, Optional[float]] = {r: None if fails(r) else max(0.9 * broad[r] / top, narrow[r]) for r in rows}
     best = max(v for v in table.values() if v is not None)
