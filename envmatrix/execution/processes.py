@@ -100,30 +100,43 @@ def _signal_name(returncode: int) -> Optional[str]:
 
 
 def kill_tree(pid: int) -> None:
-    # Read the tree first: torchrun starts its workers in sessions of their own, and once it dies they are
+    kill_trees([pid])
+
+
+def kill_trees(pids: Sequence[int]) -> None:
+    """SIGKILL each pid with its group, session and every descendant, all of them before any is reaped: ended one
+    tree after another, a rank under a launcher not yet killed saw its peers under the first one die, failed of it
+    and reported that failure of its own (CI run 90, torchrun agents at a timeout; 43dc906 read it back)."""
+    if not pids:
+        return
+    # Read the trees first: torchrun starts its workers in sessions of their own, and once it dies they are
     # re-parented to init, out of reach of the group and session kills (a worker still starting has not yet
     # armed its own death signal).
-    tree, leaders = _descendants(pid)
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    _kill_session(pid)
-    for member in tree:
+    trees = _descendants(pids)
+    for pid in pids:
         try:
-            os.kill(member, signal.SIGKILL)
+            os.killpg(pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
+    for tree, _ in trees:
+        for member in tree:
+            try:
+                os.kill(member, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+    _kill_sessions(set(pids))
     # A member's own child that outlived its parent (re-parented to init before the tree was read, or forked
     # between the read and the kill) is in no tree any more but still in the session or group that member
     # leads: CI run 54 left a torchrun worker's `sleep` behind this way.
+    leaders = {leader for _, led in trees for leader in led}
     if leaders:
-        _kill_led_by(set(leaders))
+        _kill_led_by(leaders)
 
 
-def _descendants(pid: int) -> tuple[list[int], list[int]]:
-    """Every process below ``pid`` (children, their children ...), from /proc's parent links; and those of them
-    that lead a session or a process group other than this process's own (torchrun's workers, mpirun's ranks)."""
+def _descendants(pids: Sequence[int]) -> list[tuple[list[int], list[int]]]:
+    """Per pid, every process below it (children, their children ...), from one pass over /proc's parent links; and
+    those of them that lead a session or a process group other than this process's own (torchrun's workers, mpirun's
+    ranks)."""
     children: dict[int, list[int]] = {}
     leads: set[int] = set()
     mine = (os.getsid(0), os.getpgid(0))
@@ -135,12 +148,15 @@ def _descendants(pid: int) -> tuple[list[int], list[int]]:
             continue
         if child in (group, session) and child not in mine:
             leads.add(child)
-    found, todo = [], list(children.get(pid, []))
-    while todo:
-        member = todo.pop()
-        found.append(member)
-        todo.extend(children.get(member, []))
-    return found, [member for member in found if member in leads]
+    out = []
+    for pid in pids:
+        found, todo = [], list(children.get(pid, []))
+        while todo:
+            member = todo.pop()
+            found.append(member)
+            todo.extend(children.get(member, []))
+        out.append((found, [member for member in found if member in leads]))
+    return out
 
 
 def _proc_stats() -> Iterator[tuple[int, list[bytes]]]:
@@ -159,13 +175,13 @@ def _proc_stats() -> Iterator[tuple[int, list[bytes]]]:
             continue
 
 
-def _kill_session(sid: int) -> None:
-    """SIGKILL what is left in the child's session: mpirun puts ranks in process groups of their own,
+def _kill_sessions(sids: set[int]) -> None:
+    """SIGKILL what is left in the children's sessions: mpirun puts ranks in process groups of their own,
     and a rank still starting when mpirun dies misses its death signal. The kernel keeps a session
     id from being reused while any member lives, so this never reaches an unrelated process."""
     for pid, fields in _proc_stats():
         try:
-            if int(fields[3]) == sid:  # stat field 6: session id
+            if int(fields[3]) in sids:  # stat field 6: session id
                 os.kill(pid, signal.SIGKILL)
         except (OSError, IndexError, ValueError):
             continue
@@ -414,15 +430,15 @@ def run_group(
             elif peer_deadline is not None and now >= peer_deadline:
                 reason = "peer_failure"
             if reason:
+                left = [i for i, proc in enumerate(procs) if outcomes[i] is None and proc is not None]
                 if reason == "timeout" and on_timeout is not None:
-                    on_timeout([p.pid for i, p in enumerate(procs) if outcomes[i] is None and p is not None])
-                for i, proc in enumerate(procs):
-                    if outcomes[i] is None and proc is not None:
-                        kill_tree(proc.pid)
-                        rc = proc.wait()
-                        outcomes[i] = ProcessOutcome(
-                            specs[i].label, proc.pid, rc if rc >= 0 else None, _signal_name(rc), reason, time.time()
-                        )
+                    on_timeout([procs[i].pid for i in left])
+                kill_trees([procs[i].pid for i in left])
+                for i in left:
+                    rc = procs[i].wait()
+                    outcomes[i] = ProcessOutcome(
+                        specs[i].label, procs[i].pid, rc if rc >= 0 else None, _signal_name(rc), reason, time.time()
+                    )
                 break
             running = [p for i, p in enumerate(procs) if outcomes[i] is None and p is not None]
             if not running:  # the last one was just reaped: waiting would only sleep a tick (50 ms of every run)
@@ -433,8 +449,7 @@ def run_group(
         # Also the Ctrl-C path: kill every group first, then reap, so a sweep stops in one pass. Only
         # unreaped children: a reaped one was cleaned up when reaped, and its pid may belong to another by now.
         live = [proc for proc in procs if proc is not None and proc.returncode is None]
-        for proc in live:
-            kill_tree(proc.pid)
+        kill_trees([proc.pid for proc in live])
         for proc in live:
             proc.wait()
         kill_strays(since, markers)  # daemons the ranks left, outside every tree and session above
