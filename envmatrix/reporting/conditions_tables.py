@@ -16,11 +16,16 @@ from dataclasses import dataclass
 from typing import Optional, Sequence
 
 from envmatrix.bench.aggregate import headline_rows
+from envmatrix.bench.formulas import ALL
 from envmatrix.bench.sizes import format_size
 from envmatrix.judgement import physics
 from envmatrix.results import ProbeResult
 
 SEED_PATTERNS = ("p2p", "allreduce", "ps_central", "ps_sharded")
+# every timed pattern a bench under --network can run, seeds 000/001's first: `bench --peers rail,cross` under a rate
+# (seed 002 under seed 000's conditions) had its cells judged but no table ("No passed p2p, allreduce ... rows").
+# Not the pair patterns: one row per host pair, they have their own tables (bench --pairs, which refuses --network)
+PATTERNS = SEED_PATTERNS + tuple(name for name, spec in ALL.items() if name not in SEED_PATTERNS and not spec.pairwise)
 
 
 @dataclass(frozen=True)
@@ -76,7 +81,7 @@ def _rate(result: ProbeResult) -> Optional[int]:
     return (result.network.get("condition") or {}).get("rate_bps")
 
 
-def condition_cells(results: Sequence[ProbeResult], patterns: Sequence[str] = SEED_PATTERNS) -> list[ConditionCell]:
+def condition_cells(results: Sequence[ProbeResult], patterns: Sequence[str] = PATTERNS) -> list[ConditionCell]:
     """One cell per (pattern, condition, backend, size, grid) of the passed results; the latest result wins."""
     rows: dict[tuple, tuple[ProbeResult, dict]] = {}
     for result in results:
@@ -103,7 +108,7 @@ def condition_cells(results: Sequence[ProbeResult], patterns: Sequence[str] = SE
     return cells
 
 
-def pattern_blocks(results: Sequence[ProbeResult], patterns: Sequence[str] = SEED_PATTERNS) -> list[PatternBlock]:
+def pattern_blocks(results: Sequence[ProbeResult], patterns: Sequence[str] = PATTERNS) -> list[PatternBlock]:
     cells = condition_cells(results, patterns)
     blocks = []
     for pattern in [p for p in patterns if any(c.pattern == p for c in cells)]:
@@ -167,7 +172,7 @@ def conditions_markdown(results: Sequence[ProbeResult], title: str = "Network co
     blocks = pattern_blocks(results)
     out = [f"# {title}", ""]
     if not blocks:
-        return "\n".join(out + ["No passed p2p, allreduce, ps_central or ps_sharded bench rows in this run.", ""])
+        return "\n".join(out + ["No passed bench rows in this run (a pattern's time per synchronisation).", ""])
     out += ["Time per synchronisation: the median of the iterations (min and max in the CSV, "
             "`--format csv`). S/R: the least time the condition's rate allows (judgement/physics.py).", ""]
     for block in blocks:
