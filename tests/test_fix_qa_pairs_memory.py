@@ -12,4 +12,5 @@ def test_a_pair_size_beyond_this_hosts_memory_is_refused_before_launch(tmp_path)
                            "--pair-size", "1T", "--out", str(out)], capture_output=True, text=True, timeout=120)
     assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
     assert len(done.stderr.strip().splitlines()) == 1 and "GiB of buffers" in done.stderr, done.stderr
+    assert "MiB (--pair-size) or fewer ranks" in done.stderr, done.stderr  # it named bench -e, a flag --pairs refuses
     assert not out.exists()

@@ -270,7 +270,7 @@ def prepare_bench(inp: SweepInput, args: BenchRequest, gpus: int, catalog: Any) 
     if "collectives" not in configured:
         params["collectives"] = ["allreduce"]  # the checks before the bench: one, unless the config lists them
     probe = builtin.spec(params, "bench", inp.backend)
-    check_cpu_memory([grid], inp.backend, launcher, builtin, probe)
+    check_cpu_memory([grid], inp.backend, launcher, builtin, probe, "bench -e / probe.bench.max_bytes")
     check_probe_runs(probe, launcher)
     return dataclasses.replace(inp, probe=probe), launcher
 

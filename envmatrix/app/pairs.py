@@ -332,7 +332,7 @@ def _host_pairs(request: PairsRequest, listener: Any) -> PairsResult:
     launcher = _check_fits(base, len(gpus))  # --grid 6x1 on 5 hosts: refused before the run directory exists
     probe = _bench_probe(base, request, ["pair_uni", "pair_latency"], rounds, large, small)
     # emulated hosts' ranks share this host's memory: --pair-size 1T was launched and failed in every rank
-    check_cpu_memory([grid], base.backend, launcher, get_probe("builtin"), probe)
+    check_cpu_memory([grid], base.backend, launcher, get_probe("builtin"), probe, "--pair-size")
     run_dir = em_paths.run_dir(request.out, "bench")
     listener = Steps(listener, 1 + len(rounds))
     with exclusive(os.path.join(run_dir, em_paths.STORE_FILE), request.command_line), open_store_at(run_dir) as store:

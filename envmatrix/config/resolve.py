@@ -122,8 +122,10 @@ def check_shared_gpus(grids: Sequence[Grid], backend: str, gpus: int, launcher: 
         check_capacity(place(grid, backend, gpus, True), grid, capacity, probe.rank_buffer_bytes(spec, grid.world))
 
 
-def check_cpu_memory(grids: Sequence[Grid], backend: str, launcher: Any, probe: Any, spec: ProbeSpec) -> None:
-    """PlanError (exit 2) where CPU ranks started on this host could not hold their probe buffers in its memory."""
+def check_cpu_memory(grids: Sequence[Grid], backend: str, launcher: Any, probe: Any, spec: ProbeSpec,
+                     sizes_from: str = "probe.bench.max_bytes") -> None:
+    """PlanError (exit 2) where CPU ranks started on this host could not hold their probe buffers in its memory;
+    ``sizes_from`` names what sets the sizes for the command that asks (bench -e, --pair-size)."""
     if backend != "gloo" or ranks_elsewhere(launcher):
         return
     from envmatrix.planning.placement import check_host_memory
@@ -133,7 +135,7 @@ def check_cpu_memory(grids: Sequence[Grid], backend: str, launcher: Any, probe: 
     except (ValueError, OSError):
         memory = 0
     for grid in grids:
-        check_host_memory(grid, grid.world, probe.rank_buffer_bytes(spec, grid.world), memory)
+        check_host_memory(grid, grid.world, probe.rank_buffer_bytes(spec, grid.world), memory, sizes_from)
 
 
 def check_host_namespaces(data: Mapping[str, Any]) -> None:

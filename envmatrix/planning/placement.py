@@ -131,14 +131,16 @@ def rank_memory_bytes(buffer_bytes: int) -> int:
     return CUDA_CONTEXT_BYTES + NCCL_BUFFER_BYTES + max(0, int(buffer_bytes))
 
 
-def check_host_memory(grid: Grid, ranks_here: int, buffer_bytes: int, memory_bytes: int) -> None:
+def check_host_memory(grid: Grid, ranks_here: int, buffer_bytes: int, memory_bytes: int,
+                      sizes_from: str = "probe.bench.max_bytes") -> None:
     """PlanError when CPU ranks' own buffers alone (probe sizes such as bench -e 1T) exceed this host's memory: the
-    kernel would kill ranks, or a neighbour, instead of a result. ``memory_bytes`` 0 (unknown) refuses nothing."""
+    kernel would kill ranks, or a neighbour, instead of a result. ``memory_bytes`` 0 (unknown) refuses nothing.
+    ``sizes_from``: what sets the sizes where the command was given them (bench -e, --pair-size), for the fix."""
     if memory_bytes > 0 and ranks_here * buffer_bytes > memory_bytes:
         fit = memory_bytes // max(1, ranks_here) // 4
         raise PlanError(f"grids: {grid.label} runs {ranks_here} CPU ranks here needing {ranks_here * buffer_bytes / GIB:.1f} "
                         f"GiB of buffers ({buffer_bytes / GIB:.2f} GiB each) but this host has {memory_bytes / GIB:.1f} GiB; "
-                        f"allowed: probe sizes up to about {fit >> 20} MiB (bench -e / probe.bench.max_bytes) or fewer ranks")
+                        f"allowed: probe sizes up to about {fit >> 20} MiB ({sizes_from}) or fewer ranks")
 
 
 def check_capacity(placement: Placement, grid: Grid, capacity: Sequence[Mapping[str, Any]], buffer_bytes: int) -> None:
