@@ -93,9 +93,15 @@ def test_mpi_rank_aborted_in_mpi_init_records_host_and_versions(cli, tmp_path):
     failed, passed = stored["bad_pml"], stored["plain"]
     assert passed["outcome"] == "pass" and failed["outcome"] != "pass", (failed["outcome"], passed["outcome"])
     mpi4py_version = passed["versions"]["mpi4py"]
+    cause = failed["root_cause"]["rank"]
     for record in (failed, passed):
         for rank in record["ranks"]:
             where = (record["setup"]["name"], rank["rank"])
+            if record is failed and rank["rank"] != cause and rank["phase"] is None:
+                # both ranks abort in MPI_Init: the one that got there first ends the job, and on a loaded host
+                # mpirun stopped the other before it had said a word (CI run 96): stopped, nothing invented
+                assert rank["outcome"] == "peer_killed" and not rank["versions"].get("mpi4py"), (where, rank["outcome"])
+                continue
             assert rank["phase"] == ("init" if record is failed else "done"), where
             assert rank["hostname"] == socket.gethostname() and rank["nic"] == "lo", where
             assert rank["gpu_uuid"] == "cpu" and rank["pci_bus_id"] == "cpu", where
