@@ -26,6 +26,9 @@ def test_ctrl_c_in_the_first_moments_exits_130_without_a_traceback(cli):
         _, err = proc.communicate(timeout=60)
         if "Fatal Python error: init_import_site" in err:
             continue  # a slow start: the signal landed in site's .pth imports, before envmatrix runs (CI run 45)
+        frames = [line for line in err.splitlines() if line.strip().startswith('File "')]
+        if frames and not any("/envmatrix/" in frame for frame in frames):
+            continue  # runpy still importing the package (compiling a fresh clone's __init__.py): before its first line (CI run 97)
         reached += 1
         # never -2 (killed by SIGINT after the message): interrupts.clear() resets CPython's stale note (802971a)
         assert "Traceback" not in err and proc.returncode in (0, 130), (delay, proc.returncode, err)
