@@ -21,6 +21,7 @@ from envmatrix.config.resolve import SweepInput, check_cpu_memory, check_grids_f
 from envmatrix.env.atoms import Setup, atoms_from_mapping
 from envmatrix.errors import ConfigError
 from envmatrix.planning.grid import auto_grids, parse_grid
+from envmatrix.planning.placement import CONFIG_SIZES
 from envmatrix.probes import get_probe
 from envmatrix.probes.builtin import bench_collectives, bench_dtype, default_max_bytes
 from envmatrix.results import ProbeResult
@@ -270,7 +271,7 @@ def prepare_bench(inp: SweepInput, args: BenchRequest, gpus: int, catalog: Any) 
     if "collectives" not in configured:
         params["collectives"] = ["allreduce"]  # the checks before the bench: one, unless the config lists them
     probe = builtin.spec(params, "bench", inp.backend)
-    check_cpu_memory([grid], inp.backend, launcher, builtin, probe, "bench -e / probe.bench.max_bytes")
+    check_cpu_memory([grid], inp.backend, launcher, builtin, probe, "bench -e / " + CONFIG_SIZES)
     check_probe_runs(probe, launcher)
     return dataclasses.replace(inp, probe=probe), launcher
 

@@ -9,7 +9,7 @@ import os
 import socket
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
 from envmatrix import values
 from envmatrix.env.atoms import UNSET, Atom, Setup
@@ -123,19 +123,19 @@ def check_shared_gpus(grids: Sequence[Grid], backend: str, gpus: int, launcher: 
 
 
 def check_cpu_memory(grids: Sequence[Grid], backend: str, launcher: Any, probe: Any, spec: ProbeSpec,
-                     sizes_from: str = "probe.bench.max_bytes") -> None:
+                     sizes_from: Optional[str] = None) -> None:
     """PlanError (exit 2) where CPU ranks started on this host could not hold their probe buffers in its memory;
     ``sizes_from`` names what sets the sizes for the command that asks (bench -e, --pair-size)."""
     if backend != "gloo" or ranks_elsewhere(launcher):
         return
-    from envmatrix.planning.placement import check_host_memory
+    from envmatrix.planning.placement import CONFIG_SIZES, check_host_memory
 
     try:
         memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError):
         memory = 0
     for grid in grids:
-        check_host_memory(grid, grid.world, probe.rank_buffer_bytes(spec, grid.world), memory, sizes_from)
+        check_host_memory(grid, grid.world, probe.rank_buffer_bytes(spec, grid.world), memory, sizes_from or CONFIG_SIZES)
 
 
 def check_host_namespaces(data: Mapping[str, Any]) -> None:

@@ -131,8 +131,12 @@ def rank_memory_bytes(buffer_bytes: int) -> int:
     return CUDA_CONTEXT_BYTES + NCCL_BUFFER_BYTES + max(0, int(buffer_bytes))
 
 
+# where a config sets its probe sizes: the fix a memory refusal names unless the command took them from a flag
+CONFIG_SIZES = "probe.bench.max_bytes"
+
+
 def check_host_memory(grid: Grid, ranks_here: int, buffer_bytes: int, memory_bytes: int,
-                      sizes_from: str = "probe.bench.max_bytes") -> None:
+                      sizes_from: str = CONFIG_SIZES) -> None:
     """PlanError when CPU ranks' own buffers alone (probe sizes such as bench -e 1T) exceed this host's memory: the
     kernel would kill ranks, or a neighbour, instead of a result. ``memory_bytes`` 0 (unknown) refuses nothing.
     ``sizes_from``: what sets the sizes where the command was given them (bench -e, --pair-size), for the fix."""
@@ -167,4 +171,4 @@ def check_capacity(placement: Placement, grid: Grid, capacity: Sequence[Mapping[
             raise PlanError(f"grids: {grid.label} puts {ranks} ranks on GPU {device} needing about "
                             f"{ranks * per_rank / GIB:.1f} GiB ({per_rank / GIB:.2f} GiB each: CUDA context, NCCL and probe "
                             f"buffers) but it has {total_mib / 1024:.1f} GiB; allowed: at most {fit} ranks per GPU, "
-                            "or smaller probe sizes (probe.bench.max_bytes)")
+                            f"or smaller probe sizes ({CONFIG_SIZES})")
