@@ -55,6 +55,15 @@ Families (each seed draws a new landscape of that family):
            per 1 / 2 / 3+ steps off; failing (~15%): sockets > 64, Tree with LL128, LL with 512 threads, 16M buffers
            with 4 QPs and >= 16 channels (a three-variable rule).
 
+  heldout_f written 2026-11-27 07:55 UTC, before any plan change of that session was run, when heldout_e had been tuned
+           on: 9 variables (ALGO, PROTO x4, MIN_NCHANNELS 4-32, NTHREADS 128-512, BUFFSIZE 1-16M, NET_GDR_LEVEL,
+           SOCKET_NTHREADS 2-8, NSOCKS_PERTHREAD 2-16, CROSS_NIC), 153,600 configs; broad component BIMODAL (the better
+           of two products of coupled bumps, the second basin 0.85 of the first, with other peaks and a protocol of its
+           own), so a climb can settle on the wrong broad basin too; the basin trio from PROTO (a choice), channels,
+           threads, buffers, GDR level and sockets per thread, GDR level may be unset, 0.8 / 0.55 / 0.4 per 1 / 2 /
+           3+ steps off; failing (~20%): sockets > 64, Ring with LL and 512 threads (three variables), CROSS_NIC with
+           GDR level LOC, 16M buffers with 32 channels.
+
   python benchmarks/search_scale.py --first-seed 100 --seeds 20 --samplers descent,structured,tpe,tpe-group,random
   python benchmarks/search_scale.py --fidelity --seeds 20   # cheap vs full fidelity: recorded H200 1x4 and these
   python benchmarks/search_scale.py --attraction --families scale8 --first-seed 2000 --seeds 40  # why half the seeds
@@ -112,6 +121,11 @@ SPACES = {
                   "NCCL_MAX_NCHANNELS": [None, 2, 4, 8, 16, 32], "NCCL_NTHREADS": [None, 64, 128, 256, 512],
                   "NCCL_BUFFSIZE": [None, M, 2 * M, 8 * M, 16 * M], "NCCL_IB_QPS_PER_CONNECTION": [None, 1, 2, 4],
                   "NCCL_SOCKET_NTHREADS": [None, 1, 2, 4, 8], "NCCL_NSOCKS_PERTHREAD": [None, 1, 2, 4, 8]},
+    "heldout_f": {"NCCL_ALGO": [None, "Ring", "Tree"], "NCCL_PROTO": [None, "LL", "LL128", "Simple"],
+                  "NCCL_MIN_NCHANNELS": [None, 4, 8, 16, 32], "NCCL_NTHREADS": [None, 128, 256, 512],
+                  "NCCL_BUFFSIZE": [None, M, 4 * M, 16 * M], "NCCL_NET_GDR_LEVEL": [None, "LOC", "PHB", "SYS"],
+                  "NCCL_SOCKET_NTHREADS": [None, 2, 4, 8], "NCCL_NSOCKS_PERTHREAD": [None, 2, 4, 8, 16],
+                  "NCCL_CROSS_NIC": [None, 1]},
 }
 # NCCL's own value for an unset variable, where it is one of the listed values (its position on the axis)
 NCCL_DEFAULTS = {"NCCL_SOCKET_NTHREADS": "1", "NCCL_NSOCKS_PERTHREAD": "1", "NCCL_NTHREADS": "512",
@@ -300,6 +314,30 @@ def family_table(family: str, seed: int) -> tuple[SearchSpace, dict[tuple, Optio
                     or (val(r, "NCCL_PROTO") == "LL" and val(r, "NCCL_NTHREADS") == "512")
                     or (val(r, "NCCL_BUFFSIZE") == str(16 * M) and val(r, "NCCL_IB_QPS_PER_CONNECTION") == "4"
                         and val(r, "NCCL_MAX_NCHANNELS") in ("16", "32")))
+    elif family == "heldout_f":
+        a, p, c = names.index("NCCL_ALGO"), names.index("NCCL_PROTO"), names.index("NCCL_MIN_NCHANNELS")
+        t, b, g = names.index("NCCL_NTHREADS"), names.index("NCCL_BUFFSIZE"), names.index("NCCL_NET_GDR_LEVEL")
+        st, x = names.index("NCCL_SOCKET_NTHREADS"), names.index("NCCL_CROSS_NIC")
+        modes = []
+        for share in (1.0, 0.85):  # two broad basins: the second with its own protocol and peaks
+            modes.append((share, rng.randrange(4), {(i, j): rng.uniform(0.5, 1.0) for i in range(3) for j in range(4)},
+                          {j: rng.random() for j in range(4)}, {i: rng.random() for i in range(3)},
+                          {k: rng.random() for k in range(4)}, rng.uniform(0.3, 0.9), rng.uniform(0.85, 1.1)))
+        for r in rows:
+            v = 0.0
+            for share, proto, base, cpeak, tpeak, bpeak, s_peak, cross in modes:
+                m = share * base[(r[a], r[p])] * (1.0 if r[p] == proto else 0.8)
+                m *= bump(pos[c](r[c]), cpeak[r[p]], 0.45, 0.5) * bump(pos[t](r[t]), tpeak[r[a]], 0.45, 0.55)
+                m *= bump(pos[b](r[b]), bpeak[r[g]], 0.5, 0.55) * (cross if r[x] else 1.0)
+                m *= bump(math.log2(sockets(space, r)) / 7, s_peak, 0.35, 0.45)
+                v = max(v, m)
+            broad[r] = v
+        narrow, basin = _narrow(space, rng, broad, [p, c, t, b, g, st], 0.8, 0.55, 0.4, unset_ok=(g,))
+
+        def fails(r: tuple) -> bool:
+            return (sockets(space, r) > 64 or (val(r, "NCCL_CROSS_NIC") == "1" and val(r, "NCCL_NET_GDR_LEVEL") == "LOC")
+                    or (val(r, "NCCL_ALGO") == "Ring" and val(r, "NCCL_PROTO") == "LL" and val(r, "NCCL_NTHREADS") == "512")
+                    or (val(r, "NCCL_BUFFSIZE") == str(16 * M) and val(r, "NCCL_MIN_NCHANNELS") == "32"))
     else:
         raise SystemExit(f"unknown family {family!r}")
     LAST_BASIN[(family, seed)] = basin
