@@ -237,3 +237,28 @@ def test_climb_steps_come_in_the_order_the_main_effects_rank_them():
     order = scale.neighbours(lay, (1, 1, 3, 2, 2, 2, 2), __import__("random").Random(1), effect)
     assert order[0] == (1, 1, 4, 2, 2, 2, 2)  # knob 2 toward the row that measured best
     assert order.index((1, 1, 3, 2, 2, 2, 1)) > len(order) // 2  # toward the worst one: late
+
+
+def test_later_starts_put_a_row_better_than_its_values_predict_before_broad_rows_of_like_value():
+    import random
+
+    lay = Layout.of(VALUES)
+    rng = random.Random(0)
+    effect = {(k, v): rng.uniform(-0.4, 0.4) for k, n in enumerate(lay.sizes) for v in range(n)}
+    rows = list(dict.fromkeys(tuple(rng.randrange(n) for n in lay.sizes) for _ in range(60)))
+    good = {r: math.exp(sum(effect[(k, v)] for k, v in enumerate(r))) for r in rows}  # main effects only: broad rows
+    by_value = sorted(good, key=lambda r: -good[r])
+    odd = by_value[15]  # its value is 1.4x what its values predict (three of them together), yet 5 rows beat it
+    good[odd] *= 1.4
+    assert sorted(good, key=lambda r: -good[r]).index(odd) == 5
+    order = scale.start_order(lay, rows, good)
+    assert order[0] == max(good, key=good.get)  # the first climb still starts from the best row
+    assert order[1] == odd
+    assert sorted(order) == sorted(rows)
+
+
+def test_a_later_climb_below_the_optimum_steps_only_held_variables_and_never_back_to_the_optimum():
+    top, cur, held = (1, 1, 1, 1, 1, 2, 2), (1, 0, 4, 3, 1, 2, 2), {2, 3}  # copying knobs 2 and 3 did not gain
+    assert scale._held_step((1, 0, 5, 3, 1, 2, 2), cur, top, held)  # a held knob one step on
+    assert not scale._held_step((1, 0, 1, 3, 1, 2, 2), cur, top, held)  # back to the optimum's value: refused
+    assert not scale._held_step((1, 1, 4, 3, 1, 2, 2), cur, top, held)  # a variable the copies settled
