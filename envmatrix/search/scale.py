@@ -48,6 +48,7 @@ and several workers keep working, as in :mod:`envmatrix.search.structured`.
 
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
@@ -194,8 +195,6 @@ def main_effects(rows: Sequence[Row], good: Mapping[Row, float]) -> dict[tuple[i
     """(variable, value) -> mean log busbw of the rows holding it, above the mean of all, shrunk by one pseudo-row
     at the mean (few rows, small effect). Fitted on the rows of steps 1-2 only, so a replayed climb orders its
     steps as it did when it ran."""
-    import math
-
     logs = {r: math.log(max(good[r], 1e-12)) for r in rows}
     if not logs:
         return {}
@@ -230,9 +229,7 @@ def start_order(layout: Layout, rows: Sequence[Row], good: Mapping[Row, float]) 
     predict (its value comes from three of them together), so it ranks above broad rows of like value. On the
     scale families (scale8, heldout_d, heldout_e; 40 seeds each) a row whose climb can reach the basin (two of
     its three values, the third one step off) is among the first five starts on 84 of 120 seeds, by value on 65."""
-    import math
-
-    import numpy as np
+    import numpy as np  # lazily: the plan module stays light to import
 
     ranked = sorted(rows, key=lambda r: -good[r])
     if len(ranked) < 3:
