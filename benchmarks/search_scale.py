@@ -64,6 +64,15 @@ Families (each seed draws a new landscape of that family):
            3+ steps off; failing (~20%): sockets > 64, Ring with LL and 512 threads (three variables), CROSS_NIC with
            GDR level LOC, 16M buffers with 32 channels.
 
+  heldout_g written 2026-11-27 11:00 UTC, before any plan change of that session was run, when heldout_f had been run:
+           8 variables (ALGO, PROTO x4, MAX_NCHANNELS 4-32, NTHREADS 64-512, BUFFSIZE 1-32M, IB_QPS_PER_CONNECTION 1-8,
+           P2P_NET_CHUNKSIZE, NET_GDR_LEVEL), 90,000 configs; broad component exp of pairwise terms (a base per
+           algorithm x protocol, a DIAGONAL channels-minus-buffers ridge per protocol, threads per protocol, QPs per
+           GDR level, the chunk size per algorithm); the basin trio from PROTO, channels, threads, buffers, QPs, GDR
+           level and chunk size, channels and QPs may be unset (automatic), 0.72 / 0.5 / 0.36 per 1 / 2 / 3+ steps off;
+           failing: LL128 with 64 threads, 8 QPs with 32 channels, LL with 32M buffers, Tree with GDR level SYS and 512
+           threads (three variables).
+
   python benchmarks/search_scale.py --first-seed 100 --seeds 20 --samplers descent,structured,tpe,tpe-group,random
   python benchmarks/search_scale.py --fidelity --seeds 20   # cheap vs full fidelity: recorded H200 1x4 and these
   python benchmarks/search_scale.py --attraction --families scale8 --first-seed 2000 --seeds 40  # why half the seeds
@@ -126,6 +135,10 @@ SPACES = {
                   "NCCL_BUFFSIZE": [None, M, 4 * M, 16 * M], "NCCL_NET_GDR_LEVEL": [None, "LOC", "PHB", "SYS"],
                   "NCCL_SOCKET_NTHREADS": [None, 2, 4, 8], "NCCL_NSOCKS_PERTHREAD": [None, 2, 4, 8, 16],
                   "NCCL_CROSS_NIC": [None, 1]},
+    "heldout_g": {"NCCL_ALGO": [None, "Ring", "Tree"], "NCCL_PROTO": [None, "LL", "LL128", "Simple"],
+                  "NCCL_MAX_NCHANNELS": [None, 4, 8, 16, 32], "NCCL_NTHREADS": [None, 64, 128, 256, 512],
+                  "NCCL_BUFFSIZE": [None, M, 2 * M, 8 * M, 32 * M], "NCCL_IB_QPS_PER_CONNECTION": [None, 1, 2, 4, 8],
+                  "NCCL_P2P_NET_CHUNKSIZE": [None, 128 * K, 512 * K], "NCCL_NET_GDR_LEVEL": [None, "LOC", "PHB", "SYS"]},
 }
 # NCCL's own value for an unset variable, where it is one of the listed values (its position on the axis)
 NCCL_DEFAULTS = {"NCCL_SOCKET_NTHREADS": "1", "NCCL_NSOCKS_PERTHREAD": "1", "NCCL_NTHREADS": "512",
@@ -338,6 +351,27 @@ def family_table(family: str, seed: int) -> tuple[SearchSpace, dict[tuple, Optio
             return (sockets(space, r) > 64 or (val(r, "NCCL_CROSS_NIC") == "1" and val(r, "NCCL_NET_GDR_LEVEL") == "LOC")
                     or (val(r, "NCCL_ALGO") == "Ring" and val(r, "NCCL_PROTO") == "LL" and val(r, "NCCL_NTHREADS") == "512")
                     or (val(r, "NCCL_BUFFSIZE") == str(16 * M) and val(r, "NCCL_MIN_NCHANNELS") == "32"))
+    elif family == "heldout_g":
+        a, p, c = names.index("NCCL_ALGO"), names.index("NCCL_PROTO"), names.index("NCCL_MAX_NCHANNELS")
+        t, b, q = names.index("NCCL_NTHREADS"), names.index("NCCL_BUFFSIZE"), names.index("NCCL_IB_QPS_PER_CONNECTION")
+        ch, g = names.index("NCCL_P2P_NET_CHUNKSIZE"), names.index("NCCL_NET_GDR_LEVEL")
+        base = {(i, j): rng.uniform(-0.7, 0.0) for i in range(3) for j in range(4)}
+        gap = {j: rng.uniform(-0.4, 0.4) for j in range(4)}  # channels minus buffers, per protocol: a diagonal ridge
+        tpeak, qpeak = {j: rng.random() for j in range(4)}, {k: rng.random() for k in range(4)}
+        chunk = {i: (rng.uniform(-0.2, 0.1), rng.uniform(-0.2, 0.1)) for i in range(3)}
+        for r in rows:  # exp of pairwise terms: a buffers x channels diagonal per protocol, threads per protocol, QPs per GDR
+            e = base[(r[a], r[p])] - 0.6 * ((pos[c](r[c]) - pos[b](r[b]) - gap[r[p]]) / 0.4) ** 2
+            e -= 0.45 * ((pos[t](r[t]) - tpeak[r[p]]) / 0.45) ** 2 + 0.4 * ((pos[q](r[q]) - qpeak[r[g]]) / 0.5) ** 2
+            e += 0.0 if r[ch] == 0 else chunk[r[a]][r[ch] - 1]
+            broad[r] = math.exp(max(e, -2.2))
+        narrow, basin = _narrow(space, rng, broad, [p, c, t, b, q, g, ch], 0.72, 0.5, 0.36, unset_ok=(c, q))
+
+        def fails(r: tuple) -> bool:
+            return ((val(r, "NCCL_PROTO") == "LL128" and val(r, "NCCL_NTHREADS") == "64")
+                    or (val(r, "NCCL_IB_QPS_PER_CONNECTION") == "8" and val(r, "NCCL_MAX_NCHANNELS") == "32")
+                    or (val(r, "NCCL_PROTO") == "LL" and val(r, "NCCL_BUFFSIZE") == str(32 * M))
+                    or (val(r, "NCCL_ALGO") == "Tree" and val(r, "NCCL_NET_GDR_LEVEL") == "SYS"
+                        and val(r, "NCCL_NTHREADS") == "512"))  # a three-variable rule
     else:
         raise SystemExit(f"unknown family {family!r}")
     LAST_BASIN[(family, seed)] = basin
