@@ -23,6 +23,9 @@ from envmatrix.errors import EnvmatrixError
 # driver's stack copy: its cleanups ran there (shaping undone, namespaces removed under the running parent) and it
 # printed 'stopped by SIGTERM'. The child takes the default action instead.
 pyroute2_config.disable_mp_signal = True
+# pyroute2 waits 2 s for such a child (and for the one that creates a namespace); on a loaded 2-core CI box the
+# child answered later and namespace creation raised TimeoutError, failing a cluster that was fine
+pyroute2_config.default_communicate_timeout = 30
 
 NETNS_DIR = "/run/netns"  # where `ip netns` and pyroute2 keep named namespaces (/var/run is a link to /run)
 
