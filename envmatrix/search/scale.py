@@ -191,11 +191,16 @@ def pair_steps(layout: Layout, cur: Row) -> Iterable[Row]:
                     yield _with(_with(cur, k, v), j, w)
 
 
+def _log_busbw(value: float) -> float:
+    """The scale the models fit: busbw ratios add there (a value of 0 floored, not an error)."""
+    return math.log(max(value, 1e-12))
+
+
 def main_effects(rows: Sequence[Row], good: Mapping[Row, float]) -> dict[tuple[int, int], float]:
     """(variable, value) -> mean log busbw of the rows holding it, above the mean of all, shrunk by one pseudo-row
     at the mean (few rows, small effect). Fitted on the rows of steps 1-2 only, so a replayed climb orders its
     steps as it did when it ran."""
-    logs = {r: math.log(max(good[r], 1e-12)) for r in rows}
+    logs = {r: _log_busbw(good[r]) for r in rows}
     if not logs:
         return {}
     mean = sum(logs.values()) / len(logs)
@@ -234,7 +239,7 @@ def start_order(layout: Layout, rows: Sequence[Row], good: Mapping[Row, float]) 
     ranked = sorted(rows, key=lambda r: -good[r])
     if len(ranked) < 3:
         return ranked
-    y = np.array([math.log(max(good[r], 1e-12)) for r in ranked])
+    y = np.array([_log_busbw(good[r]) for r in ranked])
     cells = [(k, v) for k, n in enumerate(layout.sizes) for v in range(n)]
     x = np.array([[1.0] + [1.0 if r[k] == v else 0.0 for k, v in cells] for r in ranked])
     penalty = np.eye(x.shape[1]) * RIDGE
