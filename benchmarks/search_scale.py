@@ -493,12 +493,13 @@ def recorded_latency_shares() -> list[float]:
 
 def cheap_tables(family: str, seed: int, shares: list[float]) -> tuple[dict, dict, dict]:
     """(16M, 5 iterations, full) noise-free-ish values of the allowed working configs of one landscape.
-    16M: each (ALGO, PROTO, MIN_NCHANNELS) cell gets a latency share drawn from the recorded 1x4 shares, so a 16M
+    16M: each (ALGO, PROTO, MIN_ or MAX_NCHANNELS) cell gets a latency share drawn from the recorded 1x4 shares, so a 16M
     measurement is full x (1 - share); 5 iterations instead of 20: the full value with twice the +-3% noise."""
     space, table = family_table(family, seed)
     rng = random.Random(f"fidelity-{family}-{seed}")
     names = list(space.vars)
-    cell = [names.index(v) for v in ("NCCL_ALGO", "NCCL_PROTO", "NCCL_MIN_NCHANNELS")]
+    channels = "NCCL_MIN_NCHANNELS" if "NCCL_MIN_NCHANNELS" in names else "NCCL_MAX_NCHANNELS"
+    cell = [names.index(v) for v in ("NCCL_ALGO", "NCCL_PROTO", channels)]
     share: dict[tuple, float] = {}
     full = {r: v for r, v in table.items() if v is not None}
     small = {}

@@ -7,7 +7,8 @@ imports torch only for ``search.sampler=gp`` (Optuna's GPSampler needs it).
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Optional
 
 from envmatrix import paths as em_paths
@@ -63,6 +64,7 @@ class SearchEvents:
 
 def plan_search(request: SearchRequest) -> SearchPlan:
     from envmatrix.search.objective import check_measured, parse_objectives
+    from envmatrix.search.screen import parse_screen
     from envmatrix.search.space import parse_search_space
     from envmatrix.search.study import parse_settings
 
@@ -79,6 +81,9 @@ def plan_search(request: SearchRequest) -> SearchPlan:
     space = parse_search_space(search, catalog, pins, where, allow_unknown=request.allow_unknown_vars)
     objectives = parse_objectives(search.get("objective"), f"{where}.objective", [g.label for g in inp.grids])
     check_measured(objectives, inp.probe.params.get("bench"), f"{where}.objective")
+    screen = parse_screen(search.get("screen"), f"{where}.screen", len(objectives), settings.baseline,
+                          inp.probe.params.get("bench"))
+    settings = replace(settings, screen=screen)
     check_shared_gpu_figures(inp, settings, len(gpus), where)
     return SearchPlan(inp, settings, space, objectives, gpus, pins)
 
@@ -131,11 +136,13 @@ def search(request: SearchRequest, events: SearchEvents = SearchEvents()) -> Sea
     sweep_id = f"search-{settings.study_name}"
     events.line(f"search {settings.study_name}: {len(space.allowed_rows())} allowed combinations of {', '.join(space.vars)}; "
                 f"trials={settings.trials}, sampler {settings.sampler} (seed {settings.seed}), grids {', '.join(grids)}; "
-                f"storage {redact(url)}")
+                f"storage {redact(url)}" + (f"; screen: {settings.screen.describe()}" if settings.screen else ""))
     aborted, confirmed = None, None
     with open_session(inp, run_dir, plan.pins, len(plan.gpus), sweep_id=sweep_id, pool=True) as session:
         session.store.open_sweep(sweep_id, {"config": inp.config, "conf_file": str(inp.conf_file), "study": settings.study_name})
         evaluator = ProbeEvaluator(session, inp.grids, objectives, settings.allow_shared_gpu_figures)
+        if settings.screen is not None:
+            evaluator = evaluator.screened(settings.screen)
         measure_baseline(study, evaluator, settings, grids, events)
         try:
             deadline = None
@@ -183,9 +190,15 @@ def nothing_completed(study: Any) -> Optional[Exception]:
 
     from optuna.trial import TrialState
 
+    from envmatrix.search.screen import SCREENED
     from envmatrix.search.study import SearchAborted
 
     trials = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.FAIL))
+    screened = sum(bool(t.user_attrs.get(SCREENED)) for t in study.get_trials(deepcopy=False, states=(TrialState.PRUNED,)))
+    if not trials and screened:  # nothing reached the full bench, so nothing was measured against the default there
+        return NothingMeasured(f"search: study {study.study_name!r}: all {screened} trials stopped at search.screen's "
+                               "cheap fidelity, below keep of the best cheap value (the default env's included), so no "
+                               "config was measured at the full one; allowed: a lower search.screen.keep, or more trials")
     if not trials:  # search.budget_s closed before a first trial: nothing failed, nothing found
         return NothingMeasured(f"search: study {study.study_name!r} holds no finished trial (a search.budget_s that "
                                "closed before the first one ended, or only forbidden samples); nothing to export")
@@ -204,6 +217,7 @@ def measure_baseline(study: Any, evaluator: Any, settings: Any, grids: list[str]
     from envmatrix.app.search_confirm import once_per_study
     from envmatrix.env.atoms import Setup
     from envmatrix.search.fleet import BASELINE_JOB
+    from envmatrix.search.screen import SCREEN_ATTR
     from envmatrix.search.study import BASELINE_ATTR
 
     if not settings.baseline or BASELINE_ATTR in study.user_attrs:
@@ -212,8 +226,32 @@ def measure_baseline(study: Any, evaluator: Any, settings: Any, grids: list[str]
     def work(worker: Any) -> dict:
         events.line("baseline: the default env (empty setup) on " + ", ".join(grids))
         out = evaluator.measure("baseline", Setup("default", (), origin="baseline"))
+        check = cost_check(evaluator, settings.screen, events) if settings.screen is not None and not out.failed else None
         return {"values": out.values, "per_grid": out.attrs.get("per_grid"), "failed": out.failed,
-                "failure_class": out.failure_class, "root_cause": out.root_cause, "metrics": out.attrs.get("metrics")}
+                "failure_class": out.failure_class, "root_cause": out.root_cause, "metrics": out.attrs.get("metrics"),
+                SCREEN_ATTR: None if check is None else check.to_json()}
 
     once_per_study(study, BASELINE_JOB, settings, events.line, "baseline",
                    "the report compares the best trial with it once it is in the study", work)
+
+
+def cost_check(evaluator: Any, screen: Any, events: SearchEvents) -> Any:
+    """The default env's probe at the cheap fidelity, then at the full one, each timed (the baseline before them
+    started the warm pool): search.screen.CostCheck, or None when either failed (no screening then)."""
+    from envmatrix.env.atoms import Setup
+    from envmatrix.search.screen import CostCheck
+
+    setup = Setup("default", (), origin="baseline")
+    started = time.monotonic()
+    cheap = evaluator.cheap.measure("baseline-screen", setup)
+    middle = time.monotonic()
+    full = evaluator.measure("baseline-full", setup)
+    ended = time.monotonic()
+    if cheap.failed or full.failed:
+        events.line(f"screen off: the default env failed at the {'cheap' if cheap.failed else 'full'} fidelity "
+                    f"({(cheap if cheap.failed else full).root_cause}); every trial runs the full bench")
+        return None
+    check = CostCheck(middle - started, ended - middle, screen.pays_below, cheap.values[0], full.values[0],
+                      str(cheap.attrs.get("fidelity") or ""))
+    events.line(check.line())
+    return check

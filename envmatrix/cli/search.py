@@ -79,6 +79,7 @@ class TrialLines:
 
     def __init__(self, console: Any) -> None:
         self.console = console
+
     def __call__(self, event: str, trial: Any, outcome: Any) -> None:
         if event != "result":
             return
@@ -87,6 +88,9 @@ class TrialLines:
         params = params_line(trial)
         if outcome.failed:
             verdict = f"FAIL {outcome.failure_class}: {(outcome.root_cause or '')[:160]}"
+        elif outcome.screened:
+            record = outcome.attrs["screen"]
+            verdict = f"screened: {record['value']:.4g} at {record['fidelity']}, below search.screen.keep of the best cheap value"
         else:
             verdict = ", ".join(f"{v:.4g}" for v in outcome.values)
         cached = f" (= trial {outcome.attrs['cached_from']})" if "cached_from" in outcome.attrs else ""
@@ -99,7 +103,8 @@ def print_dry_run(console: Any, plan: Any) -> None:
 
     inp, settings, space, objectives = plan.inp, plan.settings, plan.space, plan.objectives
     console.print(f"search {settings.study_name}: grids {', '.join(g.label for g in inp.grids)}, backend {inp.backend}, "
-                  f"probe {inp.probe.name}; trials={settings.trials}, sampler {settings.sampler}, seed {settings.seed}", markup=False)
+                  f"probe {inp.probe.name}; trials={settings.trials}, sampler {settings.sampler}, seed {settings.seed}"
+                  + (f"; screen: {settings.screen.describe()}" if settings.screen else ""), markup=False)
     table = Table(title=f"space: {space.size} combinations, {len(space.allowed_rows())} allowed")
     table.add_column("variable")
     table.add_column("values", overflow="fold")

@@ -28,6 +28,7 @@ SEARCH_DEFAULTS: dict[str, Any] = {
     "fixed": None,
     "forbid": None,
     "objective": None,
+    "screen": None,  # cheap fidelity first: {max_bytes, iters, keep, pays_below} (search.screen)
     # busbw of ranks sharing a GPU (emulated hosts) says nothing about a setup: objectives refuse it unless true
     "allow_shared_gpu_figures": False,
 }

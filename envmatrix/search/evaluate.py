@@ -10,7 +10,7 @@ failure class and root-cause line become the trial's.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
 from envmatrix.env.atoms import Setup
 from envmatrix.planning.grid import Grid
@@ -28,6 +28,8 @@ class ProbeEvaluator:
     grids: Sequence[Grid]
     objectives: Sequence[Objective]
     allow_shared_gpu_figures: bool = False  # search.allow_shared_gpu_figures: the user takes shared-GPU busbw as is
+    cheap: Optional["ProbeEvaluator"] = None  # the same trial at search.screen's cheap fidelity (search.study.measure)
+    label_suffix: str = ""  # the cheap twin's trials are tNNNN-screen in the run directory
 
     def measure(self, label: str, setup: Setup) -> EvalOutcome:
         from envmatrix.engine import run_trial
@@ -63,7 +65,19 @@ class ProbeEvaluator:
         return EvalOutcome(values, attrs=attrs)
 
     def __call__(self, number: int, setup: Setup) -> EvalOutcome:
-        return self.measure(f"t{number:04d}", setup)
+        return self.measure(f"t{number:04d}{self.label_suffix}", setup)
+
+    def screened(self, screen: Any) -> "ProbeEvaluator":
+        """This evaluator with a cheap twin (search.screen.Screen): the probe's bench cut down, the objective read at
+        the largest size that bench measures. Its results go to the same store under their own run keys."""
+        from envmatrix.planning.plan import ProbeSpec
+        from envmatrix.search.screen import cheap_bench, cheap_objective
+
+        spec = self.session.probe_spec
+        params = {**spec.params, "bench": cheap_bench(spec.params["bench"], screen)}
+        twin = ProbeEvaluator(self.session.under(probe_spec=ProbeSpec.make(spec.name, params)), self.grids,
+                              [cheap_objective(o) for o in self.objectives], self.allow_shared_gpu_figures, label_suffix="-screen")
+        return ProbeEvaluator(self.session, self.grids, self.objectives, self.allow_shared_gpu_figures, cheap=twin)
 
 
 def _safe_eval(objective: Objective, metrics: Mapping[str, Any]) -> Any:

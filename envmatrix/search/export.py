@@ -65,8 +65,13 @@ def best_trial(study: Any, objectives: Sequence[Objective], index: int = 0) -> A
 
         # not bad input (exit 2): the study is the user's, its trials failed (1) or none has finished (3)
         failed = len(study.get_trials(deepcopy=False, states=(TrialState.FAIL,)))
-        raise NoAnswer(f"export: study {study.study_name!r} has no completed trial yet"
-                       + (f" ({failed} failed: search.md lists why)" if failed else "; run envmatrix search first"),
+        from envmatrix.search.screen import SCREENED
+
+        screened = sum(bool(t.user_attrs.get(SCREENED)) for t in study.get_trials(deepcopy=False, states=(TrialState.PRUNED,)))
+        why = (f" ({failed} failed: search.md lists why)" if failed else
+               f" (all {screened} stopped at search.screen's cheap fidelity; a lower search.screen.keep measures more "
+               "in full)" if screened else "; run envmatrix search first")
+        raise NoAnswer(f"export: study {study.study_name!r} has no completed trial yet" + why,
                        EXIT_FAILURES if failed else EXIT_INCONCLUSIVE)
     return order[0]
 

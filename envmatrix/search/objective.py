@@ -241,7 +241,8 @@ class EvalOutcome:
     failure_class: Optional[str] = None
     root_cause: Optional[str] = None
     attrs: dict[str, Any] = field(default_factory=dict)
+    screened: bool = False  # stopped at search.screen's cheap fidelity: no values, and no failure either
 
     @property
     def failed(self) -> bool:
-        return self.values is None
+        return self.values is None and not self.screened

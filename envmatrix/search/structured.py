@@ -220,10 +220,12 @@ def make_plan_sampler(name: str, values: Sequence[Sequence[Optional[str]]], name
                       plan: Plan, pruned_teaches: bool) -> Any:
     """An Optuna ``BaseSampler`` (class ``name``) that replays the study's trials into rows and proposes ``plan``'s
     row, one row per trial (every parameter of the trial from it); Optuna's random sampler where the plan has none.
-    ``pruned_teaches``: a PRUNED (forbidden) trial counts as a measured row without a score."""
+    ``pruned_teaches``: a PRUNED (forbidden) trial counts as a measured row without a score; a screened one
+    (search.screen) always counts, scored by its estimated full value."""
     import optuna
     from optuna.trial import TrialState
 
+    from envmatrix.search.screen import SCREEN_ATTR, SCREENED
     from envmatrix.search.study import WORKER_LOST
 
     index = {n: k for k, n in enumerate(names)}
@@ -259,7 +261,12 @@ def make_plan_sampler(name: str, values: Sequence[Sequence[Optional[str]]], name
             if t.state == TrialState.FAIL and t.user_attrs.get("failure_class") == WORKER_LOST:
                 pending.append(row)  # its worker died, not its config; its retry is queued (or about to be)
                 continue
-            if t.state == TrialState.COMPLETE:
+            if t.state == TrialState.PRUNED and t.user_attrs.get(SCREENED):
+                # stopped at the cheap fidelity: a slow row, not a failing one; its estimated full value ranks it
+                s = sign * t.user_attrs[SCREEN_ATTR]["estimate"]
+                if measured.get(row) is None or s > measured[row]:
+                    measured[row] = s
+            elif t.state == TrialState.COMPLETE:
                 s = sign * t.values[0]
                 if measured.get(row) is None or s > measured[row]:
                     measured[row] = s

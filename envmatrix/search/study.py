@@ -17,7 +17,8 @@ while probing hands its trial back the same way before it exits.
 A forbidden sample launches nothing: it is told PRUNED with ``forbidden=True``
 and does not count against ``trials``; nor does a trial a worker asked for after
 the budget filled (``surplus=True``, PRUNED before sampling). A sample equal to an earlier finished
-trial reuses that trial's verdict (``cached_from``) instead of probing again.
+trial reuses that trial's verdict (``cached_from``) instead of probing again. With ``search.screen`` a trial
+may stop at the cheap fidelity (:func:`measure`): PRUNED with ``screened=True``, counted against ``trials``.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from envmatrix.paths import check_name
 from envmatrix.registry import Registry
 from envmatrix.search.objective import EvalOutcome, Objective
 from envmatrix.search.ownership import ask_owned, fail_running
+from envmatrix.search.screen import SCREEN_ATTR, SCREENED, CostCheck, best_cheap, estimate, goes_on
 from envmatrix.search.space import SearchSpace
 
 log = logging.getLogger(__name__)
@@ -71,6 +73,7 @@ class SearchSettings:
     confirm_max_repeats: int = 6
     allow_shared_gpu_figures: bool = False  # objectives may read the busbw of ranks that shared a GPU
     budget_s: Optional[float] = None  # wall clock for the study's trials (search.fleet.budget_window)
+    screen: Any = None  # search.screen.Screen (cheap fidelity first); None: every trial at the full fidelity
 
 
 def parse_settings(search: Mapping[str, Any], where: str, default_name: str, default_seed: int) -> SearchSettings:
@@ -395,9 +398,12 @@ Listener = Callable[[str, Any, Optional[EvalOutcome]], None]
 def counts_toward_budget(t: Any) -> bool:
     """Finished, in-flight or queued trials that are neither forbidden samples nor lost-worker casualties. Queued
     (WAITING, e.g. a lost trial's retry) counts: its number was given when it was enqueued, so a trial made after
-    that and judged by :func:`is_surplus` before a worker takes the retry must count it."""
+    that and judged by :func:`is_surplus` before a worker takes the retry must count it. A trial stopped at the cheap
+    fidelity (search.screen) counts: it was a configuration looked at."""
     from optuna.trial import TrialState
 
+    if t.state == TrialState.PRUNED:
+        return bool(t.user_attrs.get(SCREENED))
     if t.state not in (TrialState.COMPLETE, TrialState.FAIL, TrialState.RUNNING, TrialState.WAITING):
         return False
     return not t.user_attrs.get("forbidden") and t.user_attrs.get("failure_class") != WORKER_LOST
@@ -412,11 +418,11 @@ def is_surplus(study: Any, number: int, trials: int) -> bool:
 
 
 def _verdicts(study: Any, space: SearchSpace) -> dict[tuple, Any]:
-    """Row -> an earlier finished trial with those params (the first one)."""
+    """Row -> an earlier finished (or screened) trial with those params (the first one)."""
     from optuna.trial import TrialState
 
     out: dict[tuple, Any] = {}
-    for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.FAIL)):
+    for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.FAIL, TrialState.PRUNED)):
         if not counts_toward_budget(t):
             continue
         row = space.row_of(t.params)
@@ -432,6 +438,7 @@ class LoopStats:
     failed: int = 0
     forbidden: int = 0
     cached: int = 0
+    screened: int = 0  # stopped at search.screen's cheap fidelity
     recovered: list[int] = field(default_factory=list)
     stop_reason: str = ""
 
@@ -539,19 +546,25 @@ def ask_and_tell(
                 values=list(earlier.values) if earlier.state == TrialState.COMPLETE else None,
                 failure_class=earlier.user_attrs.get("failure_class"),
                 root_cause=earlier.user_attrs.get("root_cause"),
-                attrs={k: earlier.user_attrs[k] for k in ("metrics", "per_grid") if k in earlier.user_attrs},
+                attrs={k: earlier.user_attrs[k] for k in ("metrics", "per_grid", SCREEN_ATTR, SCREENED)
+                       if k in earlier.user_attrs},
+                screened=earlier.state == TrialState.PRUNED,
             )
             outcome.attrs["cached_from"] = earlier.number
             stats.cached += 1
         else:
             notify("trial", trial, None)
             with Heartbeat.of_trial(study, trial._trial_id, settings.heartbeat_interval_s):
-                outcome = evaluate(trial.number, setup)  # interrupted: run_search hands the trial back
+                # interrupted: run_search hands the trial back
+                outcome = measure(study, evaluate, trial.number, setup, settings, objectives)
             stats.probed += 1
         try:
             for key, value in outcome.attrs.items():
                 trial.set_user_attr(key, value)
-            if outcome.failed:
+            if outcome.screened:  # the samplers read the estimate (search.structured), TPE the reported value
+                trial.report(outcome.attrs[SCREEN_ATTR]["estimate"], 0)
+                study.tell(trial, state=TrialState.PRUNED)
+            elif outcome.failed:
                 trial.set_user_attr("failure_class", outcome.failure_class or "unknown")
                 trial.set_user_attr("root_cause", outcome.root_cause or "")
                 study.tell(trial, state=TrialState.FAIL)
@@ -566,6 +579,7 @@ def ask_and_tell(
                         "the retry stands", trial.number, study._storage.get_trial(trial._trial_id).user_attrs.get("root_cause"))
             continue
         stats.failed += outcome.failed
+        stats.screened += outcome.screened
         stats.told += 1
         notify("result", trial, outcome)
         failed, done = failure_rate(study)
@@ -577,3 +591,41 @@ def ask_and_tell(
                 f"{(outcome.root_cause or '')[:160]})"
             )
     return stats
+
+
+def screen_check(study: Any) -> Optional[CostCheck]:
+    """The study's cost check (the default env at both fidelities, stored with the baseline), None before it ran."""
+    base = study.user_attrs.get(BASELINE_ATTR) or {}
+    return CostCheck.from_json(base[SCREEN_ATTR]) if base.get(SCREEN_ATTR) else None
+
+
+def measure(study: Any, evaluate: Evaluator, number: int, setup: Setup, settings: SearchSettings,
+            objectives: Sequence[Objective]) -> EvalOutcome:
+    """The trial at the full fidelity; first at search.screen's cheap one (``evaluate.cheap``) once the study's cost
+    check says it pays. A failure at the cheap fidelity is the trial's failure (the full bench would start the same
+    way); a cheap value below ``keep`` of the study's best cheap value stops the trial there (screened)."""
+    from optuna.trial import TrialState
+
+    cheap = getattr(evaluate, "cheap", None)
+    check = screen_check(study) if settings.screen is not None and cheap is not None else None
+    if check is None or not check.on:
+        return evaluate(number, setup)
+    first = cheap(number, setup)
+    if first.failed:
+        first.attrs[SCREEN_ATTR] = {"value": None, "kept": False, "failed": True}  # where it failed: the cheap bench
+        return first
+    value, direction = first.values[0], objectives[0].direction
+    seen, both = [check.cheap_value], [(check.cheap_value, check.full_value)]
+    for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED)):
+        record = t.user_attrs.get(SCREEN_ATTR)
+        if record and t.user_attrs.get("cached_from") is None:
+            seen.append(record["value"])
+            if t.state == TrialState.COMPLETE:
+                both.append((record["value"], t.values[0]))
+    record = {"value": value, "fidelity": first.attrs.get("fidelity")}
+    if goes_on(value, best_cheap((v for v in seen if v is not None), direction), settings.screen.keep, direction):
+        full = evaluate(number, setup)
+        full.attrs[SCREEN_ATTR] = {**record, "kept": True}
+        return full
+    record.update(kept=False, estimate=estimate(value, [(c, f) for c, f in both if c is not None and f is not None]))
+    return EvalOutcome(None, attrs={**first.attrs, SCREEN_ATTR: record, SCREENED: True}, screened=True)

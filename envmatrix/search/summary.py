@@ -12,6 +12,7 @@ from typing import Any, Optional
 
 from envmatrix.search.export import ranked, study_meta
 from envmatrix.search.fidelity import FIDELITY_ATTR
+from envmatrix.search.screen import SCREEN_ATTR, SCREENED
 from envmatrix.search.space import varied
 from envmatrix.search.study import BASELINE_ATTR, WORKER_LOST
 
@@ -67,7 +68,7 @@ def build_report(study: Any, top_k: int = 10, storage_hint: str = "") -> SearchR
     trials = study.get_trials(deepcopy=False)
     states: dict[str, int] = {}
     for t in trials:
-        key = "forbidden" if t.user_attrs.get("forbidden") else t.state.name.lower()
+        key = "forbidden" if t.user_attrs.get("forbidden") else SCREENED if t.user_attrs.get(SCREENED) else t.state.name.lower()
         if t.user_attrs.get("cached_from") is not None:
             key += " (cached)"
         states[key] = states.get(key, 0) + 1
@@ -82,8 +83,14 @@ def build_report(study: Any, top_k: int = 10, storage_hint: str = "") -> SearchR
     if fidelities:  # one line per study: several fidelities in one ranking would be named here
         rep.summary.append("fidelity: " + "; ".join(f"{f} ({n} trials)" if len(fidelities) > 1 else f
                                                      for f, n in fidelities.items()))
+    screened = screen_line(study, trials)
+    if screened:
+        rep.summary.append(screened)
     order = ranked(study, objectives)
-    if not order:
+    if not order and states.get(SCREENED):
+        rep.notes.append("no trial reached the full bench: every one stopped at the cheap fidelity, below "
+                         "search.screen.keep of the best cheap value (the default env's included)")
+    elif not order:
         rep.notes.append("no completed trial yet")
     else:
         best = order[0]
@@ -130,6 +137,32 @@ def build_report(study: Any, top_k: int = 10, storage_hint: str = "") -> SearchR
     if storage_hint:
         rep.notes.append(f"dashboard: optuna-dashboard {storage_hint}")
     return rep
+
+
+def screen_line(study: Any, trials: Any) -> Optional[str]:
+    """search.screen's verdict: the cost check, how many trials stopped at the cheap fidelity, and whether the cheap
+    values ranked the trials measured at both as the full ones did (search.fidelity.compare)."""
+    from optuna.trial import TrialState
+
+    from envmatrix.search.fidelity import compare
+    from envmatrix.search.screen import CostCheck
+
+    check = (study.user_attrs.get(BASELINE_ATTR) or {}).get(SCREEN_ATTR)
+    if not check:
+        return None
+    cost = CostCheck.from_json(check)
+    out = f"screen {'on' if cost.on else 'off'}: a cheap probe ({cost.fidelity}) cost {cost.ratio:.2f} of a full one on the " \
+          f"default env (screening runs at <= {cost.pays_below:g})"
+    if not cost.on:
+        return out + "; every trial ran the full bench"
+    own = [t for t in trials if t.user_attrs.get("cached_from") is None and t.user_attrs.get(SCREEN_ATTR)]
+    stopped = sum(bool(t.user_attrs.get(SCREENED)) for t in own)
+    both = {t.number: (t.user_attrs[SCREEN_ATTR]["value"], t.values[0]) for t in own if t.state == TrialState.COMPLETE}
+    out += f"; {stopped} of {len(own)} trials stopped at the cheap fidelity, {len(both)} went on to the full bench"
+    if len(both) >= 3:
+        c = compare({k: v[0] for k, v in both.items()}, {k: v[1] for k, v in both.items()})
+        out += f"; cheap vs full rank correlation over those {len(both)}: {c.rho:.2f}"
+    return out
 
 
 def failing_regions(space: Any, trials: Any) -> list[list[str]]:
