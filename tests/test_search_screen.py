@@ -60,6 +60,15 @@ def test_a_trial_goes_on_at_keep_of_the_best_cheap_value_in_either_direction():
     assert estimate(2.0, []) == 2.0
 
 
+def test_the_screen_stays_on_only_while_it_buys_trials():
+    from envmatrix.search.screen import MIN_DECISIONS, still_pays
+
+    assert still_pays(0.25, 19, 0)  # too few verdicts to judge
+    assert still_pays(0.25, 3, MIN_DECISIONS - 3)  # 0.25 + 0.15 of a full probe a trial: 2.5x the trials
+    assert not still_pays(0.25, 12, 8)  # 0.25 + 0.6: 1.18x, under the 1.5x it must buy
+    assert not still_pays(0.5, 4, 16)  # 0.5 + 0.2: 1.43x
+
+
 def test_the_cost_check_screens_only_below_pays_below():
     assert CostCheck(1.0, 4.0, 0.6).on and CostCheck(1.0, 4.0, 0.6).ratio == 0.25
     off = CostCheck(0.9, 1.0, 0.6)
@@ -96,13 +105,13 @@ class Landscape:
         return EvalOutcome([0.5 * full_value(env)], attrs={"fidelity": "allreduce@16M x5"})
 
 
-def searched(check: CostCheck, trials: int = 25, fail=lambda env: False):
+def searched(check: CostCheck, trials: int = 25, fail=lambda env: False, keep: float = 0.8):
     space = parse_search_space({"space": SPACE}, load_catalog(), {}, "test: search")
     study = optuna.create_study(directions=["maximize"], sampler=make_sampler("structured", 0, space.size, space))
     study.set_user_attr(BASELINE_ATTR, {"values": [1.0], "failed": False, SCREEN_ATTR: check.to_json()})
     settings = SearchSettings(trials=trials, sampler="structured", seed=0, storage=None, study_name="t", max_failure_rate=1.0,
                               heartbeat_interval_s=3600, heartbeat_grace_s=1e9, top_k=3, baseline=True,
-                              max_forbidden_streak=100, screen=Screen(1 << 24, 5, 0.8, 0.6))
+                              max_forbidden_streak=100, screen=Screen(1 << 24, 5, keep, 0.6))
     land = Landscape(fail)
     stats = run_search(study, space, parse_objectives(None, "o", ["1x1"]), land, settings)
     return study, land, stats
@@ -132,6 +141,17 @@ def test_screened_trials_stop_at_the_cheap_fidelity_count_toward_trials_and_are_
     assert study.best_value == pytest.approx(80.0)  # Ring, 8+ channels, 4M buffers: the optimum, measured in full
 
 
+def test_the_screen_switches_itself_off_once_too_few_trials_stop_at_the_cheap_bench():
+    from envmatrix.search.screen import MIN_DECISIONS
+    from envmatrix.search.summary import screen_line
+
+    study, land, stats = searched(CostCheck(0.2, 1.0, 0.6, cheap_value=0.5, full_value=1.0), trials=30, keep=0.01)
+    assert len(land.cheap_calls) == MIN_DECISIONS and len(land.full_calls) == 30 and stats.screened == 0
+    line = screen_line(study, study.get_trials())
+    assert f"0 of {MIN_DECISIONS} trials stopped at the cheap fidelity, {MIN_DECISIONS} went on" in line
+    assert "then off: a screened trial cost 1.20 of a full one, under the 1.5x trials it must buy" in line
+
+
 def test_no_screening_when_the_cost_check_says_a_cheap_probe_does_not_pay():
     study, land, stats = searched(CostCheck(0.9, 1.0, 0.6, cheap_value=0.5, full_value=1.0))
     assert land.cheap_calls == [] and len(land.full_calls) == 25 and stats.screened == 0
@@ -144,6 +164,12 @@ def test_a_failure_at_the_cheap_fidelity_is_the_trials_failure_and_the_full_benc
     failed = [t for t in study.get_trials() if t.state == TrialState.FAIL]
     assert failed and all(t.user_attrs["failure_class"] == "nccl_refused" for t in failed)
     assert not set(land.full_calls) & {t.number for t in failed}
+    from envmatrix.search.summary import screen_line
+
+    stopped = sum(bool(t.user_attrs.get(SCREENED)) for t in study.get_trials())
+    went_on = sum(t.state == TrialState.COMPLETE for t in study.get_trials())
+    assert f"{stopped} of 25 trials stopped at the cheap fidelity, {went_on} went on to the full bench, " \
+           f"{len(failed)} failed at the cheap one" in screen_line(study, study.get_trials())
     assert all(t.user_attrs[SCREEN_ATTR] == {"value": None, "kept": False, "failed": True} for t in failed)
 
 

@@ -10,7 +10,8 @@ ratio of the rows measured at both), so a slow region is not mistaken for a fail
 Screening pays only where the timed part of a probe dominates its launch, NCCL init and teardown (large sizes, slow or
 rate-limited links); on the recorded H200 box a cheap probe cost 81-95% of a full one (benchmarks/search_scale.md).
 So the study measures it: the default env at both fidelities, once per study, right after the baseline, and
-screening runs only when the cheap probe took at most ``pays_below`` of the full one's wall time.
+screening runs only when the cheap probe took at most ``pays_below`` of the full one's wall time; and it stops for
+the rest of the study once too few trials stop at the cheap bench for it to buy trials (:func:`still_pays`).
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from envmatrix.bench.sizes import format_size, parse_size
 from envmatrix.errors import ConfigError, did_you_mean
 from envmatrix.search.objective import Objective
 
+MIN_DECISIONS = 20  # screen verdicts before the share that went on can switch the screen off
+MIN_GAIN = 1.5  # trials per full probe's cost the screen must buy to stay on
 SCREEN_ATTR = "screen"  # trial: {value, fidelity, kept, estimate}; baseline: the cost check (CostCheck.to_json)
 SCREENED = "screened"  # trial user attribute of a trial stopped at the cheap fidelity
 KEYS = ("max_bytes", "iters", "keep", "pays_below")
@@ -104,6 +107,14 @@ def goodness(value: float, direction: str) -> float:
 def goes_on(cheap: float, best_cheap: Optional[float], keep: float, direction: str) -> bool:
     """Whether a trial whose cheap value is ``cheap`` is measured at the full fidelity."""
     return best_cheap is None or goodness(cheap, direction) >= keep * goodness(best_cheap, direction)
+
+
+def still_pays(ratio: float, kept: int, stopped: int) -> bool:
+    """Whether the screen still buys trials: a screened trial costs ``ratio`` (the cost check's cheap/full) plus, for
+    the share that goes on, a full probe; below MIN_GAIN trials per full probe's cost the cheap probes are overhead,
+    and each row they misrank is lost, so the study goes on without them (measured: benchmarks/search_scale.md)."""
+    decided = kept + stopped
+    return decided < MIN_DECISIONS or ratio + kept / decided <= 1.0 / MIN_GAIN
 
 
 def best_cheap(cheap_values: Iterable[float], direction: str) -> Optional[float]:

@@ -39,7 +39,7 @@ from envmatrix.paths import check_name
 from envmatrix.registry import Registry
 from envmatrix.search.objective import EvalOutcome, Objective
 from envmatrix.search.ownership import ask_owned, fail_running
-from envmatrix.search.screen import SCREEN_ATTR, SCREENED, CostCheck, best_cheap, estimate, goes_on
+from envmatrix.search.screen import SCREEN_ATTR, SCREENED, CostCheck, best_cheap, estimate, goes_on, still_pays
 from envmatrix.search.space import SearchSpace
 
 log = logging.getLogger(__name__)
@@ -602,26 +602,30 @@ def screen_check(study: Any) -> Optional[CostCheck]:
 def measure(study: Any, evaluate: Evaluator, number: int, setup: Setup, settings: SearchSettings,
             objectives: Sequence[Objective]) -> EvalOutcome:
     """The trial at the full fidelity; first at search.screen's cheap one (``evaluate.cheap``) once the study's cost
-    check says it pays. A failure at the cheap fidelity is the trial's failure (the full bench would start the same
-    way); a cheap value below ``keep`` of the study's best cheap value stops the trial there (screened)."""
+    check says it pays, and while enough trials stop there for it to buy trials (search.screen.still_pays). A failure
+    at the cheap fidelity is the trial's failure (the full bench would start the same way); a cheap value below
+    ``keep`` of the study's best cheap value stops the trial there (screened)."""
     from optuna.trial import TrialState
 
     cheap = getattr(evaluate, "cheap", None)
     check = screen_check(study) if settings.screen is not None and cheap is not None else None
     if check is None or not check.on:
         return evaluate(number, setup)
+    seen, both, kept, stopped = [check.cheap_value], [(check.cheap_value, check.full_value)], 0, 0
+    for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.FAIL, TrialState.PRUNED)):
+        record = t.user_attrs.get(SCREEN_ATTR)
+        if record and t.user_attrs.get("cached_from") is None and record["value"] is not None:
+            seen.append(record["value"])
+            kept, stopped = kept + bool(record["kept"]), stopped + (not record["kept"])
+            if t.state == TrialState.COMPLETE:
+                both.append((record["value"], t.values[0]))
+    if not still_pays(check.ratio, kept, stopped):
+        return evaluate(number, setup)
     first = cheap(number, setup)
     if first.failed:
         first.attrs[SCREEN_ATTR] = {"value": None, "kept": False, "failed": True}  # where it failed: the cheap bench
         return first
     value, direction = first.values[0], objectives[0].direction
-    seen, both = [check.cheap_value], [(check.cheap_value, check.full_value)]
-    for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED)):
-        record = t.user_attrs.get(SCREEN_ATTR)
-        if record and t.user_attrs.get("cached_from") is None:
-            seen.append(record["value"])
-            if t.state == TrialState.COMPLETE:
-                both.append((record["value"], t.values[0]))
     record = {"value": value, "fidelity": first.attrs.get("fidelity")}
     if goes_on(value, best_cheap((v for v in seen if v is not None), direction), settings.screen.keep, direction):
         full = evaluate(number, setup)

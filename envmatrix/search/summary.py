@@ -145,7 +145,7 @@ def screen_line(study: Any, trials: Any) -> Optional[str]:
     from optuna.trial import TrialState
 
     from envmatrix.search.fidelity import compare
-    from envmatrix.search.screen import CostCheck
+    from envmatrix.search.screen import MIN_GAIN, CostCheck, still_pays
 
     check = (study.user_attrs.get(BASELINE_ATTR) or {}).get(SCREEN_ATTR)
     if not check:
@@ -157,8 +157,14 @@ def screen_line(study: Any, trials: Any) -> Optional[str]:
         return out + "; every trial ran the full bench"
     own = [t for t in trials if t.user_attrs.get("cached_from") is None and t.user_attrs.get(SCREEN_ATTR)]
     stopped = sum(bool(t.user_attrs.get(SCREENED)) for t in own)
+    went_on = sum(bool(t.user_attrs[SCREEN_ATTR].get("kept")) for t in own)
+    failed = sum(bool(t.user_attrs[SCREEN_ATTR].get("failed")) for t in own)
     both = {t.number: (t.user_attrs[SCREEN_ATTR]["value"], t.values[0]) for t in own if t.state == TrialState.COMPLETE}
-    out += f"; {stopped} of {len(own)} trials stopped at the cheap fidelity, {len(both)} went on to the full bench"
+    out += (f"; {stopped} of {len(own)} trials stopped at the cheap fidelity, {went_on} went on to the full bench"
+            + (f", {failed} failed at the cheap one" if failed else ""))
+    if not still_pays(cost.ratio, went_on, stopped):
+        out += (f"; then off: a screened trial cost {cost.ratio + went_on / (went_on + stopped):.2f} of a full one, "
+                f"under the {MIN_GAIN:g}x trials it must buy")
     if len(both) >= 3:
         c = compare({k: v[0] for k, v in both.items()}, {k: v[1] for k, v in both.items()})
         out += f"; cheap vs full rank correlation over those {len(both)}: {c.rho:.2f}"
