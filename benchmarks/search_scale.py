@@ -425,13 +425,19 @@ def run_one(space: SearchSpace, table: dict, sampler: str, seed: int, trials: in
     for row, v in zip(order, measured):
         if v is not None:
             seen[row] = max(v, seen.get(row, -math.inf))
+    row, base = exported_row(space, table, seen, measure_row)
+    return {"score": table[row], "vs_default": table[row] / table[base], "failed": sum(v is None for v in measured),
+            "probed": len(order), "wall": wall, "exported_fails": table[row] is None, "order": order}
+
+
+def exported_row(space: SearchSpace, table: dict, seen: dict[tuple, float], measure_row: Callable[[tuple], float]) -> tuple[tuple, tuple]:
+    """(exported row, default row): what `envmatrix search` exports from the rows measured in full (``seen``: row ->
+    best measured value): the top 3 and the default env re-measured in 3 interleaved rounds, the confirmed winner."""
     top = sorted(seen, key=lambda r: -seen[r])[:3]
     base = default_row(space, table)
     labels = list(range(len(top))) + [DEFAULT]
     c = confirm(labels, lambda r, lab: measure_row(base if lab == DEFAULT else top[lab]), repeats=3, max_repeats=3)
-    row = base if c.decision.winner == DEFAULT else top[c.decision.winner]
-    return {"score": table[row], "vs_default": table[row] / table[base], "failed": sum(v is None for v in measured),
-            "probed": len(order), "wall": wall, "exported_fails": table[row] is None, "order": order}
+    return (base if c.decision.winner == DEFAULT else top[c.decision.winner]), base
 
 
 RECORDED_1X4 = REPO / "benchmarks" / "results" / "h200_search" / "exhaustive_1x4.sqlite.gz"

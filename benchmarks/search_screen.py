@@ -31,10 +31,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from search_scale import NOISE, cheap_tables, family_table, recorded_latency_shares  # noqa: E402
+from search_scale import NOISE, cheap_tables, exported_row, family_table, recorded_latency_shares  # noqa: E402
 from search_landscapes import default_row  # noqa: E402
 
-from envmatrix.search.confirm import DEFAULT, confirm  # noqa: E402
 from envmatrix.search.objective import EvalOutcome, parse_objectives  # noqa: E402
 from envmatrix.search.screen import SCREENED, CostCheck, Screen  # noqa: E402
 from envmatrix.search.study import BASELINE_ATTR, SearchSettings, make_sampler, run_search  # noqa: E402
@@ -119,11 +118,7 @@ def budget_run(family: str, seed: int, shares: list[float], keep: Optional[float
         if t.state == TrialState.COMPLETE:
             row = space.row_of(t.params)
             seen[row] = max(t.values[0], seen.get(row, -math.inf))
-    top = sorted(seen, key=lambda r: -seen[r])[:3]
-    labels = list(range(len(top))) + [DEFAULT]
-    c = confirm(labels, lambda r, lab: table[base if lab == DEFAULT else top[lab]] * (1 + noise.uniform(-NOISE, NOISE)),
-                repeats=3, max_repeats=3)
-    row = base if c.decision.winner == DEFAULT else top[c.decision.winner]
+    row, _ = exported_row(space, table, seen, lambda r: table[r] * (1 + noise.uniform(-NOISE, NOISE)))
     best = max(v for v in table.values() if v is not None)
     return {"score": table[row] / best, "vs_default": table[row] / table[base], "trials": len(trials),
             "screened": sum(bool(t.user_attrs.get(SCREENED)) for t in trials),

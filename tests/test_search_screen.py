@@ -147,7 +147,7 @@ def test_the_screen_switches_itself_off_once_too_few_trials_stop_at_the_cheap_be
 
     study, land, stats = searched(CostCheck(0.2, 1.0, 0.6, cheap_value=0.5, full_value=1.0), trials=30, keep=0.01)
     assert len(land.cheap_calls) == MIN_DECISIONS and len(land.full_calls) == 30 and stats.screened == 0
-    line = screen_line(study, study.get_trials())
+    line = screen_line(study)
     assert f"0 of {MIN_DECISIONS} trials stopped at the cheap fidelity, {MIN_DECISIONS} went on" in line
     assert "then off: a screened trial cost 1.20 of a full one, under the 1.5x trials it must buy" in line
 
@@ -169,7 +169,7 @@ def test_a_failure_at_the_cheap_fidelity_is_the_trials_failure_and_the_full_benc
     stopped = sum(bool(t.user_attrs.get(SCREENED)) for t in study.get_trials())
     went_on = sum(t.state == TrialState.COMPLETE for t in study.get_trials())
     assert f"{stopped} of 25 trials stopped at the cheap fidelity, {went_on} went on to the full bench, " \
-           f"{len(failed)} failed at the cheap one" in screen_line(study, study.get_trials())
+           f"{len(failed)} failed at the cheap one" in screen_line(study)
     assert all(t.user_attrs[SCREEN_ATTR] == {"value": None, "kept": False, "failed": True} for t in failed)
 
 

@@ -190,11 +190,10 @@ def nothing_completed(study: Any) -> Optional[Exception]:
 
     from optuna.trial import TrialState
 
-    from envmatrix.search.screen import SCREENED
-    from envmatrix.search.study import SearchAborted
+    from envmatrix.search.study import SearchAborted, screened_count
 
     trials = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.FAIL))
-    screened = sum(bool(t.user_attrs.get(SCREENED)) for t in study.get_trials(deepcopy=False, states=(TrialState.PRUNED,)))
+    screened = screened_count(study)
     if not trials and screened:  # nothing reached the full bench, so nothing was measured against the default there
         return NothingMeasured(f"search: study {study.study_name!r}: all {screened} trials stopped at search.screen's "
                                "cheap fidelity, below keep of the best cheap value (the default env's included), so no "

@@ -83,13 +83,14 @@ class TrialLines:
     def __call__(self, event: str, trial: Any, outcome: Any) -> None:
         if event != "result":
             return
+        from envmatrix.search.screen import SCREEN_ATTR
         from envmatrix.search.summary import params_line
 
         params = params_line(trial)
         if outcome.failed:
             verdict = f"FAIL {outcome.failure_class}: {(outcome.root_cause or '')[:160]}"
         elif outcome.screened:
-            record = outcome.attrs["screen"]
+            record = outcome.attrs[SCREEN_ATTR]
             verdict = f"screened: {record['value']:.4g} at {record['fidelity']}, below search.screen.keep of the best cheap value"
         else:
             verdict = ", ".join(f"{v:.4g}" for v in outcome.values)

@@ -65,9 +65,9 @@ def best_trial(study: Any, objectives: Sequence[Objective], index: int = 0) -> A
 
         # not bad input (exit 2): the study is the user's, its trials failed (1) or none has finished (3)
         failed = len(study.get_trials(deepcopy=False, states=(TrialState.FAIL,)))
-        from envmatrix.search.screen import SCREENED
+        from envmatrix.search.study import screened_count
 
-        screened = sum(bool(t.user_attrs.get(SCREENED)) for t in study.get_trials(deepcopy=False, states=(TrialState.PRUNED,)))
+        screened = screened_count(study)
         why = (f" ({failed} failed: search.md lists why)" if failed else
                f" (all {screened} stopped at search.screen's cheap fidelity; a lower search.screen.keep measures more "
                "in full)" if screened else "; run envmatrix search first")

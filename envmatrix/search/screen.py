@@ -117,6 +117,34 @@ def still_pays(ratio: float, kept: int, stopped: int) -> bool:
     return decided < MIN_DECISIONS or ratio + kept / decided <= 1.0 / MIN_GAIN
 
 
+@dataclass(frozen=True)
+class Tally:
+    """What a study's screen verdicts say so far, the default env's two measurements (the cost check) included."""
+
+    cheap_values: list[float]
+    both: list[tuple[float, float]]  # (cheap, full) of every config measured at both fidelities
+    kept: int  # trials that went on to the full bench
+    stopped: int  # trials screened
+    failed: int  # trials that failed at the cheap bench
+
+
+def tally(check: CostCheck, records: Iterable[tuple[Mapping[str, Any], Optional[float]]]) -> Tally:
+    """``records``: each screened trial's record (its ``screen`` attribute) and its full value where it has one."""
+    cheap_values, both, kept, stopped, failed = [], [], 0, 0, 0
+    if check.cheap_value is not None and check.full_value is not None:
+        cheap_values.append(check.cheap_value)
+        both.append((check.cheap_value, check.full_value))
+    for record, full in records:
+        if record.get("value") is None:
+            failed += 1
+            continue
+        cheap_values.append(record["value"])
+        kept, stopped = kept + bool(record["kept"]), stopped + (not record["kept"])
+        if full is not None:
+            both.append((record["value"], full))
+    return Tally(cheap_values, both, kept, stopped, failed)
+
+
 def best_cheap(cheap_values: Iterable[float], direction: str) -> Optional[float]:
     vals = list(cheap_values)
     return max(vals, key=lambda v: goodness(v, direction)) if vals else None

@@ -39,7 +39,8 @@ from envmatrix.paths import check_name
 from envmatrix.registry import Registry
 from envmatrix.search.objective import EvalOutcome, Objective
 from envmatrix.search.ownership import ask_owned, fail_running
-from envmatrix.search.screen import SCREEN_ATTR, SCREENED, CostCheck, best_cheap, estimate, goes_on, still_pays
+from envmatrix.search.screen import (SCREEN_ATTR, SCREENED, CostCheck, Tally, best_cheap, estimate, goes_on, still_pays,
+                                     tally)
 from envmatrix.search.space import SearchSpace
 
 log = logging.getLogger(__name__)
@@ -599,6 +600,22 @@ def screen_check(study: Any) -> Optional[CostCheck]:
     return CostCheck.from_json(base[SCREEN_ATTR]) if base.get(SCREEN_ATTR) else None
 
 
+def screen_tally(study: Any, check: CostCheck) -> Tally:
+    """search.screen.tally over the study's own screened trials (a cached repeat is no second verdict)."""
+    from optuna.trial import TrialState
+
+    return tally(check, [(t.user_attrs[SCREEN_ATTR], t.values[0] if t.state == TrialState.COMPLETE else None)
+                         for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.FAIL, TrialState.PRUNED))
+                         if t.user_attrs.get(SCREEN_ATTR) and t.user_attrs.get("cached_from") is None])
+
+
+def screened_count(study: Any) -> int:
+    """Trials stopped at search.screen's cheap fidelity."""
+    from optuna.trial import TrialState
+
+    return sum(bool(t.user_attrs.get(SCREENED)) for t in study.get_trials(deepcopy=False, states=(TrialState.PRUNED,)))
+
+
 def measure(study: Any, evaluate: Evaluator, number: int, setup: Setup, settings: SearchSettings,
             objectives: Sequence[Objective]) -> EvalOutcome:
     """The trial at the full fidelity; first at search.screen's cheap one (``evaluate.cheap``) once the study's cost
@@ -611,15 +628,8 @@ def measure(study: Any, evaluate: Evaluator, number: int, setup: Setup, settings
     check = screen_check(study) if settings.screen is not None and cheap is not None else None
     if check is None or not check.on:
         return evaluate(number, setup)
-    seen, both, kept, stopped = [check.cheap_value], [(check.cheap_value, check.full_value)], 0, 0
-    for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.FAIL, TrialState.PRUNED)):
-        record = t.user_attrs.get(SCREEN_ATTR)
-        if record and t.user_attrs.get("cached_from") is None and record["value"] is not None:
-            seen.append(record["value"])
-            kept, stopped = kept + bool(record["kept"]), stopped + (not record["kept"])
-            if t.state == TrialState.COMPLETE:
-                both.append((record["value"], t.values[0]))
-    if not still_pays(check.ratio, kept, stopped):
+    so_far = screen_tally(study, check)
+    if not still_pays(check.ratio, so_far.kept, so_far.stopped):
         return evaluate(number, setup)
     first = cheap(number, setup)
     if first.failed:
@@ -627,9 +637,9 @@ def measure(study: Any, evaluate: Evaluator, number: int, setup: Setup, settings
         return first
     value, direction = first.values[0], objectives[0].direction
     record = {"value": value, "fidelity": first.attrs.get("fidelity")}
-    if goes_on(value, best_cheap((v for v in seen if v is not None), direction), settings.screen.keep, direction):
+    if goes_on(value, best_cheap(so_far.cheap_values, direction), settings.screen.keep, direction):
         full = evaluate(number, setup)
         full.attrs[SCREEN_ATTR] = {**record, "kept": True}
         return full
-    record.update(kept=False, estimate=estimate(value, [(c, f) for c, f in both if c is not None and f is not None]))
+    record.update(kept=False, estimate=estimate(value, so_far.both))
     return EvalOutcome(None, attrs={**first.attrs, SCREEN_ATTR: record, SCREENED: True}, screened=True)

@@ -83,7 +83,7 @@ def build_report(study: Any, top_k: int = 10, storage_hint: str = "") -> SearchR
     if fidelities:  # one line per study: several fidelities in one ranking would be named here
         rep.summary.append("fidelity: " + "; ".join(f"{f} ({n} trials)" if len(fidelities) > 1 else f
                                                      for f, n in fidelities.items()))
-    screened = screen_line(study, trials)
+    screened = screen_line(study)
     if screened:
         rep.summary.append(screened)
     order = ranked(study, objectives)
@@ -139,35 +139,29 @@ def build_report(study: Any, top_k: int = 10, storage_hint: str = "") -> SearchR
     return rep
 
 
-def screen_line(study: Any, trials: Any) -> Optional[str]:
+def screen_line(study: Any) -> Optional[str]:
     """search.screen's verdict: the cost check, how many trials stopped at the cheap fidelity, and whether the cheap
-    values ranked the trials measured at both as the full ones did (search.fidelity.compare)."""
-    from optuna.trial import TrialState
-
+    values ranked the configs measured at both as the full ones did (search.fidelity.compare)."""
     from envmatrix.search.fidelity import compare
     from envmatrix.search.screen import MIN_GAIN, CostCheck, still_pays
+    from envmatrix.search.study import screen_tally
 
     check = (study.user_attrs.get(BASELINE_ATTR) or {}).get(SCREEN_ATTR)
     if not check:
         return None
     cost = CostCheck.from_json(check)
-    out = f"screen {'on' if cost.on else 'off'}: a cheap probe ({cost.fidelity}) cost {cost.ratio:.2f} of a full one on the " \
-          f"default env (screening runs at <= {cost.pays_below:g})"
     if not cost.on:
-        return out + "; every trial ran the full bench"
-    own = [t for t in trials if t.user_attrs.get("cached_from") is None and t.user_attrs.get(SCREEN_ATTR)]
-    stopped = sum(bool(t.user_attrs.get(SCREENED)) for t in own)
-    went_on = sum(bool(t.user_attrs[SCREEN_ATTR].get("kept")) for t in own)
-    failed = sum(bool(t.user_attrs[SCREEN_ATTR].get("failed")) for t in own)
-    both = {t.number: (t.user_attrs[SCREEN_ATTR]["value"], t.values[0]) for t in own if t.state == TrialState.COMPLETE}
-    out += (f"; {stopped} of {len(own)} trials stopped at the cheap fidelity, {went_on} went on to the full bench"
-            + (f", {failed} failed at the cheap one" if failed else ""))
-    if not still_pays(cost.ratio, went_on, stopped):
-        out += (f"; then off: a screened trial cost {cost.ratio + went_on / (went_on + stopped):.2f} of a full one, "
-                f"under the {MIN_GAIN:g}x trials it must buy")
-    if len(both) >= 3:
-        c = compare({k: v[0] for k, v in both.items()}, {k: v[1] for k, v in both.items()})
-        out += f"; cheap vs full rank correlation over those {len(both)}: {c.rho:.2f}"
+        return cost.line() + "; every trial ran the full bench"
+    so_far = screen_tally(study, cost)
+    out = (cost.line() + f"; {so_far.stopped} of {so_far.kept + so_far.stopped + so_far.failed} trials stopped at the "
+           f"cheap fidelity, {so_far.kept} went on to the full bench"
+           + (f", {so_far.failed} failed at the cheap one" if so_far.failed else ""))
+    if not still_pays(cost.ratio, so_far.kept, so_far.stopped):
+        out += (f"; then off: a screened trial cost {cost.ratio + so_far.kept / (so_far.kept + so_far.stopped):.2f} of "
+                f"a full one, under the {MIN_GAIN:g}x trials it must buy")
+    if len(so_far.both) >= 3:
+        rho = compare(dict(enumerate(c for c, _ in so_far.both)), dict(enumerate(f for _, f in so_far.both))).rho
+        out += f"; cheap vs full rank correlation over the {len(so_far.both)} configs measured at both: {rho:.2f}"
     return out
 
 
