@@ -50,10 +50,10 @@ def assert_no_processes(marker: str, wait_s: float = 5.0) -> None:
     while processes_with_marker(marker) and time.time() < deadline:
         time.sleep(0.1)
     left = processes_with_marker(marker)
-    assert not left, f"processes left behind: {[_describe(pid) for pid in left]}"
+    assert not left, f"processes left behind: {[describe_process(pid) for pid in left]}"
 
 
-def _describe(pid: int) -> str:
+def describe_process(pid: int) -> str:
     """pid, state, parent and command line: which process was left says which cleanup missed it."""
     try:
         with open(f"/proc/{pid}/stat") as fh:

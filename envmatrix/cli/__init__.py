@@ -94,6 +94,11 @@ def _main(argv: Optional[Sequence[str]], words: list[str]) -> int:
     except EnvmatrixError as exc:
         if "--debug" in words:
             traceback.print_exc()
+        if interrupts.noted_signal() is not None:
+            # The Ctrl-C became this error on its way out: a library caught its KeyboardInterrupt, or it was dropped
+            # in a finalizer and left Hydra's state half-made ('c.yaml: defaults: a value of the wrong kind', exit 2,
+            # 1 in 80 Ctrl-Cs under load): an interruption, not the user's bad input.
+            return _answer_interrupt(words)
         print(f"envmatrix: error: {one_line(str(exc))}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
@@ -106,7 +111,7 @@ def _main(argv: Optional[Sequence[str]], words: list[str]) -> int:
     except Exception as exc:
         # Python 3.11 wraps a KeyboardInterrupt raised in a descriptor's __set_name__ (a dataclass field, while a
         # command module is imported) in a RuntimeError: a Ctrl-C all the same (CI run 89: a traceback, exit 1)
-        if not _raised_by_interrupt(exc):
+        if not _raised_by_interrupt(exc) and interrupts.noted_signal() is None:
             raise
         return _answer_interrupt(words)
     finally:
