@@ -7,7 +7,7 @@ tail, failure class); the run's root cause is the first observed failure.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any, Iterable, Optional
 
 # Ordered from "most specific" to "least": used to pick a run's class when
@@ -190,14 +190,32 @@ class ProbeResult:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "ProbeResult":
-        data = dict(data)
-        data.pop("duration_s", None)
-        ranks = [RankResult(**_known(RankResult, r)) for r in data.pop("ranks", [])]
-        return cls(ranks=ranks, **_known(cls, data))
+        """A result as ``to_json`` wrote it; ValueError naming what is wrong when ``data`` is not one (a stored row
+        or a results.json cut short, edited or of another tool), never a TypeError from deep inside."""
+        data = _known(cls, data, "the result")  # duration_s (derived) is not a field: dropped here
+        ranks = data.pop("ranks", [])
+        if not isinstance(ranks, list):
+            raise ValueError(f"the result's ranks are a JSON {json_kind(ranks)}, not an array")
+        return cls(ranks=[RankResult(**_known(RankResult, r, f"rank record {i}")) for i, r in enumerate(ranks)], **data)
 
 
-def _known(cls: type, data: dict[str, Any]) -> dict[str, Any]:
+def _known(cls: type, data: Any, what: str) -> dict[str, Any]:
     """The fields this version knows: a store a newer envmatrix wrote (a field added since) is read, not a TypeError
-    traceback in every command that opens it."""
-    names = {f.name for f in fields(cls)}
-    return {k: v for k, v in data.items() if k in names}
+    traceback in every command that opens it. ValueError when ``data`` is not a JSON object or lacks a field that
+    every version writes."""
+    if not isinstance(data, dict):
+        raise ValueError(f"{what} is a JSON {json_kind(data)}, not an object")
+    known = {f.name for f in fields(cls)}
+    required = [f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING]
+    missing = [name for name in required if name not in data]
+    if missing:
+        raise ValueError(f"{what} lacks {', '.join(missing)}")
+    return {k: v for k, v in data.items() if k in known}
+
+
+def json_kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    return {dict: "object", list: "array", str: "string"}.get(type(value), "number")

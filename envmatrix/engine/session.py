@@ -92,6 +92,7 @@ def open_session(
             stack.enter_context(exclusive(os.path.join(run_dir, "results.sqlite"), lock_for))
         if store is None:
             store = stack.enter_context(open_store_at(run_dir))
+        store.check_rows()  # a corrupt row is refused before anything is launched or written
         warm = None
         local = launcher.uses_warm_pool
         if not isinstance(pool, bool):  # a WarmPool the caller prestarted (and closes)

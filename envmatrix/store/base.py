@@ -34,6 +34,10 @@ class ResultStore(abc.ABC):
     def sweeps(self) -> list[dict[str, Any]]:
         """Sweeps in the order they were last opened (a resumed sweep is the newest): {id, created, config}."""
 
+    def check_rows(self) -> None:
+        """Refuse (ConfigError, exit 2) a store holding a row that does not decode, before a command launches or
+        writes anything; a store that decodes nothing itself has nothing to check."""
+
     @abc.abstractmethod
     def close(self) -> None: ...
 

@@ -11,7 +11,7 @@ import time
 from typing import Any, Iterable, Optional
 
 from envmatrix.errors import ConfigError
-from envmatrix.results import ProbeResult
+from envmatrix.results import ProbeResult, json_kind
 from envmatrix.store.base import ResultStore, register_scheme
 
 _SCHEMA = """
@@ -117,6 +117,19 @@ def corrupt(path: str, why: str) -> ConfigError:
     return ConfigError(f"{path}: corrupt store ({why}); left untouched: move it away or use another run directory")
 
 
+def _sweep_config(data: Any) -> dict[str, Any]:
+    """A sweeps row's config as open_sweep wrote it: an object; its runs (a sweep's) a list of run keys, its setups an
+    object by run key (what report and bisect --failing read of it)."""
+    if not isinstance(data, dict):
+        raise ValueError(f"it is a JSON {json_kind(data)}, not an object")
+    runs = data.get("runs", [])
+    if not isinstance(runs, list) or not all(isinstance(key, str) for key in runs):
+        raise ValueError("its runs are not a list of run keys")
+    if not isinstance(data.get("setups", {}), dict):
+        raise ValueError("its setups are not an object")
+    return data
+
+
 def check_not_corrupt(path: str) -> None:
     """Refuse, before SQLite writes a byte, a store file that is not an SQLite database."""
     if path in ("", ":memory:") or not os.path.exists(path):
@@ -191,6 +204,7 @@ def _read_only_connection(path: str) -> sqlite3.Connection:
 class SqliteStore(ResultStore):
     def __init__(self, path: str) -> None:
         self.path = path
+        self._rows_checked = False
         check_not_corrupt(path)
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         self.read_only = os.path.isfile(path) and not _writable(path)
@@ -224,6 +238,22 @@ class SqliteStore(ResultStore):
     def _writing(self) -> None:
         if self.read_only:
             raise ConfigError(f"{self.path}: the store is read-only here; allowed: a writable run directory (--out)")
+        self.check_rows()  # nothing is added to a store that every later read would refuse
+
+    def check_rows(self) -> None:
+        # what every reader decodes (each sweep, each run's newest attempt), decoded once per connection
+        if not self._rows_checked:
+            self.sweeps()
+            self.latest()
+            self._rows_checked = True
+
+    def _decoded(self, blob: Any, build: Any, row: str) -> Any:
+        """``build`` of a stored JSON column: the one place the store's rows are decoded. A row cut short, edited or
+        of another layout is a one-line refusal naming the file and the row (exit 2), not a traceback."""
+        try:
+            return build(json.loads(blob))
+        except (ValueError, TypeError) as exc:  # json's errors (and a bad UTF-8 blob's) are ValueErrors
+            raise corrupt(self.path, f"{row} does not decode: {' '.join(str(exc).split())}") from None
 
     def open_sweep(self, sweep_id: str, config: dict[str, Any]) -> None:
         self._writing()
@@ -293,8 +323,8 @@ class SqliteStore(ResultStore):
         return attempt
 
     def latest(self, run_keys: Optional[Iterable[str]] = None, sweep_id: Optional[str] = None) -> list[ProbeResult]:
-        newest = "SELECT r.seq, r.result_json FROM results r JOIN (SELECT run_key, MAX(attempt) AS a FROM results{} GROUP BY" \
-                 " run_key) m ON r.run_key = m.run_key AND r.attempt = m.a"
+        newest = "SELECT r.seq, r.result_json, r.run_key, r.attempt FROM results r JOIN (SELECT run_key, MAX(attempt) AS a" \
+                 " FROM results{} GROUP BY run_key) m ON r.run_key = m.run_key AND r.attempt = m.a"
         if run_keys is None:
             rows = self.db.execute(newest.format("")).fetchall()
         else:
@@ -305,8 +335,9 @@ class SqliteStore(ResultStore):
                 chunk = keys[i : i + 500]
                 rows += self.db.execute(newest.format(f" WHERE run_key IN ({','.join('?' * len(chunk))})"), chunk).fetchall()
         out = []
-        for _, blob in sorted(rows):
-            result = ProbeResult.from_json(json.loads(blob))
+        for _, blob, key, attempt in sorted(rows):
+            row = f"table results, run_key {key!r} attempt {attempt}: result_json"
+            result = self._decoded(blob, ProbeResult.from_json, row)
             if sweep_id is not None and run_keys is None and result.sweep_id != sweep_id:
                 continue
             out.append(result)
@@ -319,8 +350,8 @@ class SqliteStore(ResultStore):
 
     def sweeps(self) -> list[dict[str, Any]]:
         return [
-            {"id": i, "created": c, "config": json.loads(j)}
-            for i, c, j in self.db.execute("SELECT id, created, config_json FROM sweeps ORDER BY created")
+            {"id": i, "created": c, "config": self._decoded(j, _sweep_config, f"table sweeps, sweep {i!r}: config_json")}
+            for i, c, j in self.db.execute("SELECT id, created, config_json FROM sweeps ORDER BY created").fetchall()
         ]
 
     def close(self) -> None:
