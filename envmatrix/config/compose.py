@@ -226,11 +226,15 @@ def compose_config(overrides: Sequence[str]) -> tuple[Any, Path]:
     group = [] if chosen else [f"probe={named or 'builtin'}"]
     if isinstance(content.get("probe"), dict):
         _check_probe_kinds(conf_file.name, (chosen[-1].split("=", 1)[1] if chosen else named) or "builtin", content["probe"])
-    try:
+
+    def composed(overrides: Sequence[str]) -> Any:
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-            cfg = compose(config_name="config", overrides=["conf=selected", *group, *rest])
-    except (HydraException, OmegaConfBaseException, ValueError) as exc:
-        explained = _explain(exc, conf_file, rest)
+            return compose(config_name="config", overrides=["conf=selected", *group, *overrides])
+
+    try:
+        cfg = composed(rest)
+    except (HydraException, OmegaConfBaseException, ValueError, TypeError) as exc:  # TypeError: Hydra's del of a list entry
+        explained = _path_problem(composed, written) or _explain(exc, conf_file, rest)
         for sent, given in written:
             explained = explained.replace(f"override {sent}:", f"override {given}:")
         raise ConfigError(explained) from None
@@ -260,10 +264,8 @@ def check_override_keys(overrides: Sequence[str]) -> None:
         if ("=" in item or item.startswith("~")) and top not in allowed and top != "probe":
             raise ConfigError(f"override {item}: unknown key {top!r}{suggest_key(top)}; allowed: {', '.join(allowed)}")
         path = item[1:].split("=", 1)[0].split(".")
-        if item.startswith("~") and len(path) == 2 and path[0] in LIST_KEYS:  # Hydra's own answer is a TypeError
-            raise ConfigError(f"override {item}: removes an entry of the list {path[0]}, which an override cannot; "
-                              f"allowed: {path[0]}=[...] (the list without it)"
-                              + (f", or ~{path[0]}.N.KEY (a key of entry N)" if path[0] == "strategies" else ""))
+        if item.startswith("~") and len(path) == 2 and path[0] in LIST_KEYS:  # known without the config (submit)
+            raise ConfigError(_list_entry_removed(item, path[0], entries_are_mappings=path[0] == "strategies"))
         if item.startswith("~") and item[1:].split("=", 1)[0] in allowed:
             # every resolved config has each schema key (resolve reads them); removing one is a value of its own
             key = item[1:].split("=", 1)[0]
@@ -324,20 +326,108 @@ def _check_probe_kinds(where: str, probe: str, block: dict[str, Any]) -> None:
 
 
 def _whole_mappings(content: dict[str, Any], overrides: Sequence[str]) -> list[str]:
-    """``setups={b: {...}}`` (any mapping key but probe, whose ``probe=NAME`` picks a probe) replaces that mapping of
-    the file's content, as Hydra replaces a node; the schema's struct mode would refuse each new key of it ("unknown
-    key 'b'"). Returns the other overrides."""
-    rest = []
+    """``setups={b: {...}}`` (any mapping key but probe, whose ``probe=NAME`` picks a probe) and, at any depth, a
+    mapping given for a mapping the file has (``setups.a={...}``, ``search.space={}``, ``probe.bench={...}``) replaces
+    it in the file's content, as Hydra replaces a node; Hydra's own override would merge into it (keeping the keys the
+    override leaves out), and the schema's struct mode would refuse each new top-level key ("unknown key 'b'").
+    ``++key=`` replaces so too (``envmatrix search`` sends ``search.*`` so); ``+key=`` stays Hydra's. Earlier
+    overrides at or under that key are dropped (the later mapping replaces what they set). Returns the rest."""
+    rest: list[str] = []
     for item in overrides:
-        key, sep, _ = item.partition("=")
-        value = _override_value(item) if sep and key in MAPPING_KEYS and key != "probe" else None
-        if isinstance(value, dict):
-            values.plain_tree(f"override {item}", value, key)
-            _check_top_level(f"override {item}", key, value)
-            content[key] = value
-        else:
+        key, sep, _ = item.removeprefix("++").partition("=")
+        parts = key.split(".")
+        target, depth = _descend(content, parts)
+        replaces = sep and not key.startswith(("+", "~")) and (
+            key in MAPPING_KEYS and key != "probe" if len(parts) == 1 else depth == len(parts) and isinstance(target, dict))
+        value = _override_value(item) if replaces else None
+        if not isinstance(value, dict):
             rest.append(item)
+            continue
+        values.plain_tree(f"override {item}", value, key)
+        if len(parts) == 1:
+            _check_top_level(f"override {item}", key, value)
+        parent = _descend(content, parts[:-1])[0]
+        parent[int(parts[-1]) if isinstance(parent, list) else parts[-1]] = value
+        rest = [o for o in rest if not f"{o.lstrip('+~').split('=', 1)[0]}.".startswith(f"{key}.")]
     return rest
+
+
+def _descend(tree: Any, parts: Sequence[str]) -> tuple[Any, int]:
+    """The node of ``tree`` (mappings and lists, plain or OmegaConf's) that the longest prefix of ``parts`` reaches,
+    and that prefix's length: it stops at a key a mapping lacks, a part that is no index of a list (or one past its
+    end) and a value that is neither."""
+    from collections.abc import Mapping
+
+    node = tree
+    for depth, part in enumerate(parts):
+        if isinstance(node, Mapping) and part in node:
+            node = node[part]
+        elif _is_list(node) and _is_index(part) and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            return node, depth
+    return node, len(parts)
+
+
+def _is_index(part: str) -> bool:
+    return part.isascii() and part.isdigit()
+
+
+def _is_list(node: Any) -> bool:
+    from omegaconf import ListConfig
+
+    return isinstance(node, (list, ListConfig))
+
+
+def _list_entry_removed(item: str, key: str, entries_are_mappings: bool) -> str:
+    return (f"override {item}: removes an entry of the list {key}, which an override cannot; allowed: {key}=[...] "
+            f"(the list without it)" + (f", or ~{key}.N.KEY (a key of entry N)" if entries_are_mappings else ""))
+
+
+def _path_problem(composed: Any, written: Sequence[tuple[str, str]]) -> str | None:
+    """Why the override Hydra failed on does not lead where its key says, seen in the config as the overrides before
+    it left it (``composed(overrides)``; Hydra's own answer to these is a TypeError or ValueError naming no override,
+    or a misleading "unknown key"): a part that is no index of a list (grids.x=1x2), a key inside a value that is
+    neither mapping nor list (grids.0.x=1, grids.x=... with grids: auto), a list entry removed (~grids.0,
+    ~probe.collectives.0: Hydra cannot delete one). None if it is not wrong so."""
+    from collections.abc import Mapping
+
+    sent = [s for s, _ in written]
+    configs: dict[int, Any] = {}
+
+    def composes(count: int) -> bool:
+        try:
+            configs[count] = composed(sent[:count])
+        except Exception:  # what Hydra raises, in its own words: _explain reads them
+            return False
+        return True
+
+    if not written or not composes(0):
+        return None
+    low, high = 0, len(sent)  # the first `low` overrides compose; all of them do not (Hydra applies them in order)
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (middle, high) if composes(middle) else (low, middle)
+    item, given = written[low]
+    parts = item.lstrip("+~").split("=", 1)[0].split(".")
+    if len(parts) < 2:
+        return None
+    cfg = configs[low]
+    node, depth = _descend(cfg, parts)
+    reached = ".".join(parts[:depth])
+    if depth == len(parts):
+        if item.startswith("~") and _is_list(_descend(cfg, parts[:-1])[0]):
+            return _list_entry_removed(given, ".".join(parts[:-1]), isinstance(node, Mapping))
+        return None
+    part = parts[depth]
+    if _is_list(node) and not _is_index(part):
+        return (f"override {given}: {reached} is a list, and {part!r} is not an index of it; allowed: {reached}.N=... "
+                f"with N the index of an entry the config has (from 0), or {reached}=[...] for the whole list")
+    if depth and node is not None and not _is_list(node) and not isinstance(node, Mapping):
+        kind = SCHEMA_KINDS.get(reached, "") if depth == 1 else f"a value in place of {node!r}"
+        return (f"override {given}: {reached} is {node!r}, a single value, so it has no entry {part!r}; "
+                f"allowed: {reached}=..." + (f" ({kind})" if kind else ""))
+    return None  # past the end of a list, a key a mapping lacks: _explain has Hydra's words for them
 
 
 def _override_value(item: str) -> Any:
