@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -36,6 +37,9 @@ FOREIGN_DB = _foreign_sqlite()
 # EXISTS added the store's other tables to it (report and diff too), and the sweep left a results.sqlite.lock behind
 OTHER_LAYOUT_DB = _foreign_sqlite("CREATE TABLE results (foo)")
 PWNED = "pwned"  # a shell metacharacter case that ran its payload would create this file
+
+
+UNPINNED = {"NCCL_NVLS_ENABLE": None, "TORCH_SYMM_MEM_DISABLE_MULTICAST": None, "NVSHMEM_DISABLE_NVLS": None}
 
 
 @dataclass(frozen=True)
@@ -84,8 +88,19 @@ CASES = [
     conf("conf-defaults-group-form", "defaults: [{probe: command}]\n" + GOOD, "can't be honoured"),
     conf("conf-name-escape", "name: ../../../escaped\n" + GOOD, "path separator"),
     conf("conf-setup-name-escape", GOOD.replace("  a:", "  '../up':"), "contains a path separator"),
+    # a strategy's name prefix starts every setup name it makes (was: accepted, setups named '../../xNCCL_ALGO=Tree')
+    conf("conf-strategy-name-escape", GOOD + "strategies: [{kind: product, vars: {NCCL_ALGO: [Ring, Tree]}, name: ../../x}]\n",
+         "strategies[0].name='../../x': contains a path separator"),
     Case("conf-overrides-safety-pin", ("sweep", "conf={file:c.yaml}", "--out", "{out}"), "safety pin",
          {"c.yaml": GOOD.replace("NCCL_ALGO: Ring", "NCCL_NVLS_ENABLE: 1")}, env={"NCCL_NVLS_ENABLE": "0"}),
+    # the caller pinned nothing: NVLink multicast still never goes on (it reached the ranks as 1 before)
+    Case("conf-multicast-on-unpinned", ("sweep", "conf={file:c.yaml}", "--out", "{out}"),
+         "c.yaml: setups.a.NCCL_NVLS_ENABLE: NCCL_NVLS_ENABLE=1 would turn NVLink multicast on",
+         {"c.yaml": GOOD.replace("NCCL_ALGO: Ring", "NCCL_NVLS_ENABLE: 1")}, env=UNPINNED),
+    dataclasses.replace(space("search-fixed-multicast-on-unpinned",
+                              "  space: {NCCL_ALGO: [Ring, Tree]}\n  fixed: {NCCL_NVLS_ENABLE: 2}\n",
+                              "search.fixed.NCCL_NVLS_ENABLE: NCCL_NVLS_ENABLE=2 would turn NVLink multicast on"),
+                        env=UNPINNED),
     conf("conf-max-local-ranks-text", GOOD + "max_local_ranks: abc\n", "max_local_ranks"),
     conf("conf-bad-grid", GOOD.replace("[1x2]", "[2y2]"), "'2y2'"),
     conf("conf-zero-grid", GOOD.replace("[1x2]", "['0x2']"), "'0x2'"),
@@ -126,6 +141,9 @@ CASES = [
     Case("env-pin-override", ("bisect", "--grid", "1x2", "--env-file", "{file:e.env}", "--out", "{out}"),
          "e.env: NCCL_NVLS_ENABLE: NCCL_NVLS_ENABLE=1 would override the safety pin",  # was: e.env: setups.e.NCCL_...
          {"e.env": "export NCCL_NVLS_ENABLE=1\n"}, env={"NCCL_NVLS_ENABLE": "0"}),
+    Case("env-multicast-on-unpinned", ("bisect", "--grid", "1x2", "--env-file", "{file:e.env}", "--out", "{out}"),
+         "e.env: TORCH_SYMM_MEM_DISABLE_MULTICAST: TORCH_SYMM_MEM_DISABLE_MULTICAST=0 would turn NVLink multicast on",
+         {"e.env": "export NCCL_ALGO=Ring\nexport TORCH_SYMM_MEM_DISABLE_MULTICAST=0\n"}, env=UNPINNED),
     envfile("env-bad-grid", "export NCCL_ALGO=Ring\n", "2y2", "--grid", "2y2"),
     envfile("env-only-nccl-on-gloo", "export NCCL_ALGO=Ring\n", "reads none of the variables this bisect varies", "backend=gloo"),
     # --grid beyond this host while the config's own grids fit: refused before the run directory exists
@@ -171,6 +189,9 @@ CASES = [
     Case("bench-env-pin", ("bench", "conf={file:c.yaml}", "--env", "NCCL_NVLS_ENABLE=1", "--out", "{out}"),
          "--env NCCL_NVLS_ENABLE: NCCL_NVLS_ENABLE=1 would override the safety pin NCCL_NVLS_ENABLE=0", {"c.yaml": GOOD},
          env={"NCCL_NVLS_ENABLE": "0"}),
+    Case("bench-env-multicast-on-unpinned", ("bench", "conf={file:c.yaml}", "--env", "NVSHMEM_DISABLE_NVLS=0", "--out", "{out}"),
+         "--env NVSHMEM_DISABLE_NVLS: NVSHMEM_DISABLE_NVLS=0 would turn NVLink multicast on", {"c.yaml": GOOD},
+         env=UNPINNED),
     override("bench-env-var-typo", "--env nccl_algo: unknown variable nccl_algo (did you mean NCCL_ALGO?)", "--env",
              "nccl_algo=Ring", command="bench"),
     space("space-empty-values", "  space: {NCCL_ALGO: []}\n", "s.yaml: search.space.NCCL_ALGO: empty list"),  # was: search.vars
@@ -413,6 +434,7 @@ def _run_case(case: Case, root: Path, store_bytes: bytes) -> tuple[Case, subproc
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(content) if isinstance(content, bytes) else path.write_text(content)
     env = {**os.environ, "COLUMNS": "200", "PYTHONUNBUFFERED": "1", **case.env}
+    env = {k: v for k, v in env.items() if v is not None}  # None: not set for this case
     proc = subprocess.run([sys.executable, "-m", "envmatrix", *(_fill(a, tmp, out) for a in case.argv)],
                           cwd=tmp, env=env, capture_output=True, text=True, timeout=600)
     return case, proc, tmp

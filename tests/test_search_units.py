@@ -55,6 +55,10 @@ def test_space_errors_are_one_line(bad, text):
     ({"space": {"NCCL_ALGO": ["Ring"]}, "fixed": {"NCCL_NVLS_ENABLE": 1}}, {"NCCL_NVLS_ENABLE": "0"},
      "^t.yaml: search.fixed.NCCL_NVLS_ENABLE: NCCL_NVLS_ENABLE=1 would override the safety pin NCCL_NVLS_ENABLE=0 "
      "set by the caller; allowed: NCCL_NVLS_ENABLE=0 or leaving NCCL_NVLS_ENABLE out$"),
+    # the caller pinned nothing: a fixed value still may not turn NVLink multicast on
+    ({"space": {"NCCL_ALGO": ["Ring"]}, "fixed": {"NCCL_NVLS_ENABLE": 1}}, {},
+     "^t.yaml: search.fixed.NCCL_NVLS_ENABLE: NCCL_NVLS_ENABLE=1 would turn NVLink multicast on, which envmatrix never "
+     "does .*; allowed: NCCL_NVLS_ENABLE=0 or leaving NCCL_NVLS_ENABLE out$"),
 ])
 def test_space_errors_name_the_key_written(bad, pins, line):
     with pytest.raises(ConfigError, match=line):

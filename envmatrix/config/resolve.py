@@ -13,7 +13,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 from envmatrix import values
 from envmatrix.env.atoms import UNSET, Atom, Setup
-from envmatrix.env.merge import SAFETY_PINS
+from envmatrix.env.merge import MULTICAST_OFF, SAFETY_PINS
 from envmatrix.errors import ConfigError, PlanError, did_you_mean
 from envmatrix.paths import check_name
 from envmatrix.planning.grid import Grid, auto_grids, check_fits, nodes_elsewhere, parse_grids
@@ -196,6 +196,12 @@ def check_pinned_atoms(atoms: Sequence[Atom], pins: Mapping[str, str], where: st
             raise ConfigError(
                 f"{where}{atom.var}: {atom} would override the safety pin {atom.var}={pins[atom.var]} set by the "
                 f"caller; allowed: {atom.var}={pins[atom.var]} or leaving {atom.var} out"
+            )
+        off = MULTICAST_OFF.get(atom.var)
+        if off is not None and atom.op != UNSET and atom.value != off:
+            raise ConfigError(
+                f"{where}{atom.var}: {atom} would turn NVLink multicast on, which envmatrix never does (it can take a "
+                f"shared host's GPUs down); allowed: {atom.var}={off} or leaving {atom.var} out"
             )
 
 

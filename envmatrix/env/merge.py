@@ -12,11 +12,15 @@ from typing import Mapping, Sequence
 
 from envmatrix.env.atoms import APPEND, PREPEND, SET, UNSET, Atom
 
-SAFETY_PINS = (
-    "NCCL_NVLS_ENABLE",
-    "TORCH_SYMM_MEM_DISABLE_MULTICAST",
-    "NVSHMEM_DISABLE_NVLS",
-)
+# NVLink multicast off: the only value of each pin envmatrix ever passes to a rank. Multicast can take a shared
+# host's GPUs down for days, so no setup, --env, env file or search value may turn it on, even where the caller's
+# environment leaves a pin unset (then nothing is pinned to pass through).
+MULTICAST_OFF = {
+    "NCCL_NVLS_ENABLE": "0",
+    "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
+    "NVSHMEM_DISABLE_NVLS": "1",
+}
+SAFETY_PINS = tuple(MULTICAST_OFF)
 
 
 def caller_pins(environ: Mapping[str, str] | None = None) -> dict[str, str]:

@@ -14,6 +14,7 @@ from typing import Any, ClassVar, Mapping, Optional, Protocol, runtime_checkable
 
 from envmatrix.env.atoms import Setup, scalar_to_str
 from envmatrix.errors import ConfigError, did_you_mean
+from envmatrix.paths import check_name
 from envmatrix.registry import Registry
 
 # the most setups one strategy entry may expand to: each is a probe per grid, and past this a sweep is days of probes
@@ -143,7 +144,9 @@ def name_prefix(spec: Mapping[str, Any], base: Setup | None, where: str) -> str:
         return f"{base.name}+" if base is not None else ""
     if isinstance(prefix, (Mapping, list, tuple)):
         raise ConfigError(f"{where}.name: {prefix!r} is not a string; allowed: a name prefix such as 'sweep-'")
-    return scalar_to_str(prefix, f"{where}.name")
+    text = scalar_to_str(prefix, f"{where}.name")
+    # it starts every generated setup's name, which names log folders and report rows as a config's setup names do
+    return check_name(text, f"{where}.name", strict=False) if text else text
 
 
 def int_option(spec: Mapping[str, Any], key: str, where: str, default: int, minimum: int,
