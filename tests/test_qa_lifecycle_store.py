@@ -176,3 +176,22 @@ def test_host_bisect_into_a_store_a_sweep_still_runs_is_refused(cli, tmp_path):
     with sqlite3.connect(out / "results.sqlite") as db:
         assert db.execute("SELECT COUNT(*) FROM results WHERE sweep_id LIKE 'hosts-%'").fetchone()[0] == 0
     assert_no_processes(cli.marker)
+
+
+
+@pytest.mark.slow
+def test_bisect_failing_with_a_setup_the_sweep_never_ran_is_bad_input_even_when_nothing_failed(cli, tmp_path):
+    # A misspelled --setup exited 0 ("nothing to bisect") when no run had failed on the grid, and 2 when one had:
+    # the typo is bad input either way; a setup that ran and passed is still "nothing to bisect", exit 0.
+    out = str(tmp_path / "o")
+    conf = _two_setups_conf(tmp_path / "c.yaml")
+    assert cli.run("sweep", conf, "grids=[1x1]", "~setups.bad", "--out", out, "--allow-unknown-vars").returncode == 0
+    for given, code in [("okk", 2), ("bad", 2), ("ok", 0)]:  # bad: in the config, never swept
+        done = cli.run("bisect", conf, "~setups.bad", "--out", out, "--failing", "1x1", "--setup", given,
+                       "--allow-unknown-vars")
+        assert done.returncode == code, (given, done.stdout + done.stderr)
+        if code == 2:
+            assert len(done.stderr.strip().splitlines()) == 1 and f"--setup '{given}'" in done.stderr, done.stderr
+            assert "allowed: ok" in done.stderr and ("did you mean ok?" in done.stderr) == (given == "okk"), done.stderr
+        else:
+            assert "nothing to bisect" in done.stdout, done.stdout + done.stderr

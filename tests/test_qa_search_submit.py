@@ -46,6 +46,16 @@ def test_a_pbs_walltime_is_hh_mm_ss_meaning_what_slurm_reads(tmp_path, given, pb
     assert f"#SBATCH --time={given}\n" in slurm.stdout  # Slurm reads its own forms
 
 
+@pytest.mark.parametrize("given", ["0", "00:00:00", "0-0"])
+def test_a_zero_walltime_is_slurms_no_limit_and_refused_for_pbs(tmp_path, given):
+    # PBS got '#PBS -l walltime=00:00:00' for --time 0, which Slurm reads as no limit
+    slurm = submit(tmp_path, "--print", "--time", given, "--", "search", "conf=x.yaml")
+    assert slurm.returncode == 0 and f"#SBATCH --time={given}\n" in slurm.stdout, slurm.stderr
+    pbs = submit(tmp_path, "--print", "--scheduler", "pbs", "--time", given, "--", "search", "conf=x.yaml")
+    assert pbs.returncode == 2 and pbs.stdout == "", pbs.stdout
+    assert pbs.stderr.count("\n") == 1 and f"--time: {given!r} is a walltime of zero for PBS" in pbs.stderr, pbs.stderr
+
+
 def test_a_script_folder_that_cannot_be_made_is_bad_input(tmp_path):
     done = submit(tmp_path, "--script", "/proc/envmatrix_qa/job.sh", "--", "search", "conf=x.yaml")
     assert done.returncode == 2, done.stderr

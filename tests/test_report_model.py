@@ -60,3 +60,19 @@ def test_best_so_far_follows_the_direction():
         SearchTrial(0, "complete", 5.0, {"NCCL_ALGO": "Ring"}), SearchTrial(1, "complete", 7.0, {"NCCL_ALGO": None})], [])
     svg = plots.search_parallel(model)
     assert "Ring" in svg and "unset" in svg and "ALGO" in svg
+
+
+def test_a_search_whose_every_trial_search_screen_stopped_renders_without_its_measured_plots():
+    # search.screen's stopped trials are PRUNED with an estimate as their value: the parallel plot took any trial with
+    # a value and failed on no completed one (report.html: "ValueError: min() arg is an empty sequence", CI run 110)
+    from envmatrix.reporting.html import render_html
+    from envmatrix.reporting.html_model import RunData
+
+    stopped = [SearchTrial(n, "pruned", 0.4 + n / 10, {"TORCH_DISTRIBUTED_DEBUG": v}) for n, v in enumerate(["OFF", "INFO"])]
+    model = SearchModel("s", "busbw", "maximize", ["TORCH_DISTRIBUTED_DEBUG"], stopped, [])
+    assert best_so_far(stopped, "maximize") == []
+    page = render_html(RunData("/tmp/none", search=model), "search s")
+    assert "search s" in page
+    one = [*stopped, SearchTrial(2, "complete", 0.9, {"TORCH_DISTRIBUTED_DEBUG": "DETAIL"})]
+    svg = plots.search_parallel(SearchModel("s", "busbw", "maximize", ["TORCH_DISTRIBUTED_DEBUG"], one, []))
+    assert "DETAIL" in svg and "INFO" not in svg  # the stopped trials' estimates are not drawn as measured

@@ -192,7 +192,8 @@ def test_a_study_whose_every_trial_stopped_at_the_cheap_bench_exports_nothing_an
 def test_a_real_search_screens_at_the_cheap_bench_measures_in_full_only_what_may_win_and_reports_it(cli, tmp_path):
     """gloo 1x2, three settings of one variable whose busbw differ by noise only: keep 1.0 sends a trial to the full
     16M bench only when its 1M value beats every cheap value before it (the default env's included), so which trials
-    stop is up to the noise, and every verdict must follow that rule and be reported as such."""
+    stop is up to the noise (all three, at times: exit 3), and every verdict must follow that rule and be reported
+    as such."""
     from search_helpers import load, run_search
 
     from envmatrix.engine.session import open_store_at
@@ -216,8 +217,8 @@ search:
 """)
     out = tmp_path / "run"
     done = run_search(cli, "search", f"conf={conf}", "--out", str(out))
-    assert done.returncode == 0, done.stdout + done.stderr
     said = done.stdout + done.stderr
+    assert done.returncode in (0, 3) and "not written" not in said, said  # 3: all stopped (CI run 110), see below
     assert "screen on: a cheap probe (allreduce@1M x8) took " in said, said
     study = load(out, "gloo_screen")
     check = study.user_attrs[BASELINE_ATTR][SCREEN_ATTR]
@@ -235,6 +236,11 @@ search:
             assert t.user_attrs["fidelity"] == "allreduce@16M x8"
         best = max(best, record["value"])
     stopped = sum(t.state == TrialState.PRUNED for t in trials)
+    if stopped == 3:  # nothing measured in full: inconclusive, one line saying why (its html report was a ValueError)
+        assert done.returncode == 3 and "all 3 trials stopped at search.screen's cheap fidelity" in done.stderr, said
+        assert (out / "report.html").exists()
+    else:
+        assert done.returncode == 0, said
     assert said.count(" -> screened: ") == stopped  # the command's line per trial says where it stopped
     md = (out / "search.md").read_text()
     assert f"{stopped} of 3 trials stopped at the cheap fidelity, {3 - stopped} went on to the full bench" in md

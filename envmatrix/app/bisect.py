@@ -277,6 +277,10 @@ def failing_targets(request: BisectRequest, run_dir: str, sweep_id: str, latest:
         raise ConfigError(f"--failing {request.failing}: the last sweep in {run_dir} ({sweep_id}) never ran "
                           f"{grid.label}; allowed: a grid it ran ({', '.join(swept) or 'none'}), or sweep {grid.label} first")
     results = [r for r in latest if r.grid == grid.label and not r.passed]
+    ran = sorted({r.setup_name for r in latest if r.grid == grid.label})
+    if request.setup is not None and request.setup not in ran:  # a typo is bad input, not "nothing failed" (exit 0)
+        raise ConfigError(f"--setup {request.setup!r}: the last sweep in {run_dir} ({sweep_id}) never ran it on "
+                          f"{grid.label}{did_you_mean(request.setup, ran)}; allowed: {', '.join(ran) or 'none'}")
     if request.setup is not None and results:
         names = [r.setup_name for r in results]
         results = [r for r in results if r.setup_name == request.setup]

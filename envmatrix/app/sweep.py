@@ -103,11 +103,10 @@ def sweep(request: SweepRequest, listener: Optional[Listener] = None,
     # backend=auto falling back to gloo on a GPU-less host is not the user's choice: warn, do not refuse.
     warning = check_varied(inp.backend, atoms, "sweep", allow=allows_ignored(inp, request.allow_ignored_vars),
                            probe=inp.probe.name)
-    if warning:
-        warn(warning)
     unjudged = unmeasured_warning(inp.expectations, inp.probe.params.get("bench"), inp.probe.name)
-    if unjudged:
-        warn(unjudged)
+    # said once the input has passed every check: a refusal is one line, not a warning and then the error
+    # (--network on a CPU host, an --out that cannot be made)
+    said = [line for line in (warning, unjudged) if line]
     runs = plan_sweep(inp)
     if request.json and not request.dry_run:
         raise ConfigError("--json: only with --dry-run; allowed: --dry-run --json")
@@ -116,6 +115,8 @@ def sweep(request: SweepRequest, listener: Optional[Listener] = None,
 
         host = host_facts(with_topology=False) if inp.hermetic else {}
         launches = dry_run(inp, runs, run_dir, os.environ, inp.probe_environment(os.environ, host), pins, len(gpus))
+        for line in said:
+            warn(line)
         return SweepPlan(inp, runs, run_dir, launches, inp.make_launcher().allocation_note)
     from envmatrix.reporting import build_matrix, write_reports
     from envmatrix.reporting.html import preload_renderer
@@ -131,6 +132,8 @@ def sweep(request: SweepRequest, listener: Optional[Listener] = None,
         run_dir = em_paths.run_dir(request.out, inp.name)
         with open_session(inp, run_dir, pins, len(gpus), lock_for=request.command_line,
                           pool=pool if pool is not None else request.pool, jobs=jobs) as session:
+            for line in said:
+                warn(line)
             # the report's imports overlap the runs instead of following them; matplotlib only for bench figures
             preload_renderer(with_figures=bool(inp.probe.params.get("bench")))
             session = shaping_session(session, shaping)

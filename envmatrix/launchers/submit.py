@@ -55,6 +55,9 @@ def check(spec: BatchSpec) -> None:
         raise ConfigError(f"{where} --gpus-per-node: {spec.gpus_per_node} not allowed; allowed: an integer >= 0")
     if not _WALLTIME.match(spec.time) or any(int(part) > 59 for part in spec.time.split("-")[-1].split(":")[1:]):
         raise ConfigError(f"{where} --time: {spec.time!r} not allowed; allowed: [D-]HH:MM:SS, e.g. 01:00:00")
+    if spec.scheduler == "pbs" and pbs_walltime(spec.time) == "00:00:00":  # Slurm reads 0 as no limit; PBS has none
+        raise ConfigError(f"{where} --time: {spec.time!r} is a walltime of zero for PBS, which has no 'no limit'; "
+                          "allowed: a time above zero, e.g. 01:00:00")
     for key, value in (("--job-name", spec.job_name), ("--account", spec.account)):
         if value is not None and not _SAFE_NAME.match(value):
             raise ConfigError(f"{where} {key}: {value!r} not allowed; allowed: letters, digits and _ . + -")

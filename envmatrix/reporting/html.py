@@ -12,7 +12,7 @@ from envmatrix.reporting.conditions_tables import format_time, pattern_blocks
 from envmatrix.reporting.hosts import HOST_COLUMNS, host_cells, host_rows
 from envmatrix.reporting.pairs_tables import report_heatmaps
 from envmatrix.reporting.text import visible
-from envmatrix.reporting.html_model import RunData, build_curves, build_matrix_model
+from envmatrix.reporting.html_model import RunData, build_curves, build_matrix_model, measured_trials
 
 REPORT_NAME = "report.html"
 
@@ -84,7 +84,7 @@ def render_html(data: RunData, title: Optional[str] = None) -> str:
         "search_history": Markup(plots.search_history(search)) if search and search.trials else None,
         "search_importances": Markup(plots.search_importances(search)) if search and search.importances else None,
         "search_parallel": (Markup(plots.search_parallel(search))
-                            if search and search.params and any(t.value is not None for t in search.trials) else None),
+                            if search and search.params and measured_trials(search.trials) else None),
     }
     failures = [c for c in (matrix.cells.values() if matrix else []) if c.outcome != "pass"]
     algorithms = [c for c in (matrix.cells.values() if matrix else []) if c.algorithms]

@@ -134,12 +134,16 @@ def build_curves(results: Sequence[ProbeResult]) -> dict[str, list[Curve]]:
     return out
 
 
+def measured_trials(trials: Sequence[SearchTrial]) -> list[SearchTrial]:
+    """The trials the search plots draw: completed ones with a value (a trial search.screen stopped carries an
+    estimate, not a measured value, and a study where every trial stopped has none to draw)."""
+    return [t for t in trials if t.value is not None and t.state == "complete"]
+
+
 def best_so_far(trials: Sequence[SearchTrial], direction: str) -> list[tuple[int, float]]:
     better = max if direction == "maximize" else min
     out, best = [], None
-    for t in sorted(trials, key=lambda t: t.number):
-        if t.value is None or t.state != "complete":
-            continue
+    for t in sorted(measured_trials(trials), key=lambda t: t.number):
         best = t.value if best is None else better(best, t.value)
         out.append((t.number, best))
     return out

@@ -8,7 +8,7 @@ import re
 import textwrap
 from typing import Sequence
 
-from envmatrix.reporting.html_model import Curve, MatrixModel, SearchModel, best_so_far
+from envmatrix.reporting.html_model import Curve, MatrixModel, SearchModel, best_so_far, measured_trials
 from envmatrix.reporting.text import one_line, visible
 from envmatrix.results import PASS
 
@@ -206,7 +206,7 @@ def search_history(model: SearchModel) -> str:
     plt = load_pyplot()
 
     fig, ax = plt.subplots(figsize=(7, 3.4))
-    done = [t for t in model.trials if t.value is not None and t.state == "complete"]
+    done = measured_trials(model.trials)
     failed = [t for t in model.trials if t.failure]
     ax.scatter([t.number for t in done], [t.value for t in done], s=16, color="#1c7ed6", label="trial")
     best = best_so_far(model.trials, model.direction)
@@ -240,7 +240,7 @@ def search_parallel(model: SearchModel) -> str:
     from matplotlib import colormaps
     from matplotlib.colors import Normalize
 
-    done = [t for t in model.trials if t.value is not None and t.state == "complete"]
+    done = measured_trials(model.trials)
     params = model.params
     levels = {p: sorted({str(t.params.get(p)) for t in done}) for p in params}
     values = [t.value for t in done]
