@@ -122,6 +122,9 @@ def run_dir(out: str | None, name: str, create: bool = True) -> str:
         path = under(os.path.abspath(RUNS_DIR), check_name(name, "name"))
     if os.path.exists(path) and not os.path.isdir(path):
         raise ConfigError(f"--out {path}: exists and is not a directory; give a directory (new or a previous run's)")
+    if os.path.islink(path) and not os.path.exists(path):  # makedirs said only 'File exists'
+        raise ConfigError(f"--out {path}: a symbolic link to {os.readlink(path)}, which does not exist; give a directory, "
+                          "or create the link's target first")
     if not create:
         _check_creatable(path)
     if create:

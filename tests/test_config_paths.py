@@ -85,6 +85,16 @@ def test_out_naming_a_file_or_an_uncreatable_dir(tmp_path):
     assert afile.read_text() == "x"
 
 
+@pytest.mark.parametrize("create", [False, True])
+def test_out_naming_a_dangling_symlink_says_so(tmp_path, create):
+    # makedirs said only 'cannot create the directory (File exists)' of a link whose target is gone
+    link = tmp_path / "out"
+    link.symlink_to(tmp_path / "gone" / "dir")
+    with pytest.raises(ConfigError, match=r"a symbolic link to .*gone/dir, which does not exist"):
+        paths.run_dir(str(link), "n", create=create)
+    assert not (tmp_path / "gone").exists()
+
+
 @pytest.mark.parametrize("override, what", [
     ("name=../../../escaped", "name="),
     ("search.study_name=../s", "study_name="),

@@ -61,8 +61,10 @@ def test_failures_are_fail_trials_and_export(cli, tmp_path):
     assert "  best_fake:\n    NCCL_BUFFSIZE: '4194304'\n    NCCL_ALGO: Ring\n" in (out / "export" / "best_setup.yaml").read_text()
     csv = [ln for ln in (out / "export" / "tuner.csv").read_text().splitlines() if not ln.startswith("#")]
     assert csv == ["allreduce,0,16384,ring,ll,8,1,1,-1,-1", "allreduce,16385,1048576,ring,ll128,8,1,1,-1,-1"]
-    # max_failure_rate: every trial fails -> the study aborts with exit 1 after 3 failures
-    bad = run_search(cli, "search", f"conf={conf}", "search.space={NCCL_ALGO: [Tree], NCCL_PROTO: [LL128]}",
+    # max_failure_rate: every trial fails -> the study aborts with exit 1 after 3 failures (the override replaces the
+    # whole space, so it names each variable)
+    bad = run_search(cli, "search", f"conf={conf}",
+                     "search.space={NCCL_ALGO: [Tree], NCCL_PROTO: [LL128], NCCL_MAX_NCHANNELS: [2, 4, 8]}",
                      "search.study_name=bad", "search.baseline=false", "search.max_failure_rate=0.2", "--out", str(tmp_path / "bad"))
     assert bad.returncode == 1 and "max_failure_rate" in bad.stderr
 

@@ -185,8 +185,10 @@ def test_product_all_values_no_base_and_name_prefix():
     setups = expand_setups(None, [{"kind": "product", "vars": {"NCCL_PROTO": "all"}}], VALUES)
     assert [s.name for s in setups] == ["NCCL_PROTO=LL", "NCCL_PROTO=LL128", "NCCL_PROTO=Simple"]
     assert setups[0].atoms == (Atom("NCCL_PROTO", SET, "LL"),)
-    setups = expand_setups(None, [{"kind": "product", "name": "p/", "vars": {"NCCL_ALGO": "all"}}], VALUES)
-    assert [s.name for s in setups] == ["p/NCCL_ALGO=Ring", "p/NCCL_ALGO=Tree"]
+    setups = expand_setups(None, [{"kind": "product", "name": "p-", "vars": {"NCCL_ALGO": "all"}}], VALUES)
+    assert [s.name for s in setups] == ["p-NCCL_ALGO=Ring", "p-NCCL_ALGO=Tree"]
+    with pytest.raises(ConfigError, match=r"strategies\[0\].name='p/': contains a path separator"):  # as setup names
+        expand_setups(None, [{"kind": "product", "name": "p/", "vars": {"NCCL_ALGO": "all"}}], VALUES)
 
 
 def test_product_null_means_unset():
