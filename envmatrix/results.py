@@ -6,6 +6,7 @@ tail, failure class); the run's root cause is the first observed failure.
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any, Iterable, Optional
@@ -205,12 +206,18 @@ def _known(cls: type, data: Any, what: str) -> dict[str, Any]:
     every version writes."""
     if not isinstance(data, dict):
         raise ValueError(f"{what} is a JSON {json_kind(data)}, not an object")
-    known = {f.name for f in fields(cls)}
-    required = [f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING]
+    known, required = _field_names(cls)
     missing = [name for name in required if name not in data]
     if missing:
         raise ValueError(f"{what} lacks {', '.join(missing)}")
     return {k: v for k, v in data.items() if k in known}
+
+
+@functools.lru_cache(maxsize=None)
+def _field_names(cls: type) -> tuple[frozenset[str], tuple[str, ...]]:
+    """(every field, those without a default) of a result class: read once, not per stored result and rank."""
+    return (frozenset(f.name for f in fields(cls)),
+            tuple(f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING))
 
 
 def json_kind(value: Any) -> str:

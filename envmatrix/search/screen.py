@@ -109,12 +109,16 @@ def goes_on(cheap: float, best_cheap: Optional[float], keep: float, direction: s
     return best_cheap is None or goodness(cheap, direction) >= keep * goodness(best_cheap, direction)
 
 
+def trial_cost(ratio: float, kept: int, stopped: int) -> float:
+    """What a screened trial costs in full probes: ``ratio`` (the cost check's cheap/full) for its cheap probe plus,
+    for the share of trials that went on, a full one."""
+    return ratio + kept / (kept + stopped)
+
+
 def still_pays(ratio: float, kept: int, stopped: int) -> bool:
-    """Whether the screen still buys trials: a screened trial costs ``ratio`` (the cost check's cheap/full) plus, for
-    the share that goes on, a full probe; below MIN_GAIN trials per full probe's cost the cheap probes are overhead,
-    and each row they misrank is lost, so the study goes on without them (measured: benchmarks/search_scale.md)."""
-    decided = kept + stopped
-    return decided < MIN_DECISIONS or ratio + kept / decided <= 1.0 / MIN_GAIN
+    """Whether the screen still buys trials: below MIN_GAIN trials per full probe's cost the cheap probes are
+    overhead, and each row they misrank is lost, so the study goes on without them (benchmarks/search_scale.md)."""
+    return kept + stopped < MIN_DECISIONS or trial_cost(ratio, kept, stopped) <= 1.0 / MIN_GAIN
 
 
 @dataclass(frozen=True)

@@ -622,8 +622,6 @@ def measure(study: Any, evaluate: Evaluator, number: int, setup: Setup, settings
     check says it pays, and while enough trials stop there for it to buy trials (search.screen.still_pays). A failure
     at the cheap fidelity is the trial's failure (the full bench would start the same way); a cheap value below
     ``keep`` of the study's best cheap value stops the trial there (screened)."""
-    from optuna.trial import TrialState
-
     cheap = getattr(evaluate, "cheap", None)
     check = screen_check(study) if settings.screen is not None and cheap is not None else None
     if check is None or not check.on:

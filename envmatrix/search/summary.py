@@ -143,7 +143,7 @@ def screen_line(study: Any) -> Optional[str]:
     """search.screen's verdict: the cost check, how many trials stopped at the cheap fidelity, and whether the cheap
     values ranked the configs measured at both as the full ones did (search.fidelity.compare)."""
     from envmatrix.search.fidelity import compare
-    from envmatrix.search.screen import MIN_GAIN, CostCheck, still_pays
+    from envmatrix.search.screen import MIN_GAIN, CostCheck, still_pays, trial_cost
     from envmatrix.search.study import screen_tally
 
     check = (study.user_attrs.get(BASELINE_ATTR) or {}).get(SCREEN_ATTR)
@@ -157,7 +157,7 @@ def screen_line(study: Any) -> Optional[str]:
            f"cheap fidelity, {so_far.kept} went on to the full bench"
            + (f", {so_far.failed} failed at the cheap one" if so_far.failed else ""))
     if not still_pays(cost.ratio, so_far.kept, so_far.stopped):
-        out += (f"; then off: a screened trial cost {cost.ratio + so_far.kept / (so_far.kept + so_far.stopped):.2f} of "
+        out += (f"; then off: a screened trial cost {trial_cost(cost.ratio, so_far.kept, so_far.stopped):.2f} of "
                 f"a full one, under the {MIN_GAIN:g}x trials it must buy")
     if len(so_far.both) >= 3:
         rho = compare(dict(enumerate(c for c, _ in so_far.both)), dict(enumerate(f for _, f in so_far.both))).rho
