@@ -73,6 +73,16 @@ Families (each seed draws a new landscape of that family):
            failing: LL128 with 64 threads, 8 QPs with 32 channels, LL with 32M buffers, Tree with GDR level SYS and 512
            threads (three variables).
 
+  heldout_h written 2026-11-27 20:35 UTC, before its first run, when every earlier family had been run: 9 variables
+           (ALGO, PROTO x4, MIN_NCHANNELS 2-32, NTHREADS 64-512, BUFFSIZE 1-16M, IB_QPS_PER_CONNECTION 1-4,
+           SOCKET_NTHREADS, NSOCKS_PERTHREAD 1-8, P2P_NET_CHUNKSIZE), 432,000 configs; broad component exp of terms with
+           a THREE-variable coupling none of the earlier families has (the channels x threads product peaked per
+           algorithm and protocol: more channels want fewer threads), buffers peaked per QP count, the chunk size per
+           protocol, the sockets' product, a floor; the basin trio from ALGO and PROTO (choices) and five knobs,
+           PROTO and threads may be unset (automatic), a sharper fall-off (0.68 / 0.45 / 0.33 per 1 / 2 / 3+ steps
+           off); failing: sockets > 64, Tree with LL128, LL with 512 threads and 32 channels (three variables), 4 QPs
+           with 16M buffers.
+
   python benchmarks/search_scale.py --first-seed 100 --seeds 20 --samplers descent,structured,tpe,tpe-group,random
   python benchmarks/search_scale.py --fidelity --seeds 20   # cheap vs full fidelity: recorded H200 1x4 and these
   python benchmarks/search_scale.py --attraction --families scale8 --first-seed 2000 --seeds 40  # why half the seeds
@@ -139,6 +149,11 @@ SPACES = {
                   "NCCL_MAX_NCHANNELS": [None, 4, 8, 16, 32], "NCCL_NTHREADS": [None, 64, 128, 256, 512],
                   "NCCL_BUFFSIZE": [None, M, 2 * M, 8 * M, 32 * M], "NCCL_IB_QPS_PER_CONNECTION": [None, 1, 2, 4, 8],
                   "NCCL_P2P_NET_CHUNKSIZE": [None, 128 * K, 512 * K], "NCCL_NET_GDR_LEVEL": [None, "LOC", "PHB", "SYS"]},
+    "heldout_h": {"NCCL_ALGO": [None, "Ring", "Tree"], "NCCL_PROTO": [None, "LL", "LL128", "Simple"],
+                  "NCCL_MIN_NCHANNELS": [None, 2, 4, 8, 16, 32], "NCCL_NTHREADS": [None, 64, 128, 256, 512],
+                  "NCCL_BUFFSIZE": [None, M, 4 * M, 16 * M], "NCCL_IB_QPS_PER_CONNECTION": [None, 1, 2, 4],
+                  "NCCL_SOCKET_NTHREADS": [None, 1, 2, 4, 8], "NCCL_NSOCKS_PERTHREAD": [None, 1, 2, 4, 8],
+                  "NCCL_P2P_NET_CHUNKSIZE": [None, 128 * K, 512 * K]},
 }
 # NCCL's own value for an unset variable, where it is one of the listed values (its position on the axis)
 NCCL_DEFAULTS = {"NCCL_SOCKET_NTHREADS": "1", "NCCL_NSOCKS_PERTHREAD": "1", "NCCL_NTHREADS": "512",
@@ -372,6 +387,27 @@ def family_table(family: str, seed: int) -> tuple[SearchSpace, dict[tuple, Optio
                     or (val(r, "NCCL_PROTO") == "LL" and val(r, "NCCL_BUFFSIZE") == str(32 * M))
                     or (val(r, "NCCL_ALGO") == "Tree" and val(r, "NCCL_NET_GDR_LEVEL") == "SYS"
                         and val(r, "NCCL_NTHREADS") == "512"))  # a three-variable rule
+    elif family == "heldout_h":
+        a, p, c = names.index("NCCL_ALGO"), names.index("NCCL_PROTO"), names.index("NCCL_MIN_NCHANNELS")
+        t, b, q = names.index("NCCL_NTHREADS"), names.index("NCCL_BUFFSIZE"), names.index("NCCL_IB_QPS_PER_CONNECTION")
+        st, ch = names.index("NCCL_SOCKET_NTHREADS"), names.index("NCCL_P2P_NET_CHUNKSIZE")
+        base = {(i, j): rng.uniform(-0.6, 0.0) for i in range(3) for j in range(4)}
+        work = {(i, j): rng.uniform(0.5, 1.5) for i in range(3) for j in range(4)}  # channels + threads, per pair
+        bpeak, chunk = {k: rng.random() for k in range(4)}, {j: (rng.uniform(-0.25, 0.1), rng.uniform(-0.25, 0.1)) for j in range(4)}
+        s_peak = rng.uniform(0.3, 0.9)
+        for r in rows:  # more channels want fewer threads: their sum is peaked per (algorithm, protocol)
+            e = base[(r[a], r[p])] - 0.55 * ((pos[c](r[c]) + pos[t](r[t]) - work[(r[a], r[p])]) / 0.45) ** 2
+            e -= 0.4 * ((pos[b](r[b]) - bpeak[r[q]]) / 0.5) ** 2
+            e -= 0.35 * ((math.log2(sockets(space, r)) / 6 - s_peak) / 0.35) ** 2
+            e += 0.0 if r[ch] == 0 else chunk[r[p]][r[ch] - 1]
+            broad[r] = math.exp(max(e, -2.0))
+        narrow, basin = _narrow(space, rng, broad, [a, p, c, t, b, q, st], 0.68, 0.45, 0.33, unset_ok=(p, t))
+
+        def fails(r: tuple) -> bool:
+            return (sockets(space, r) > 64 or (val(r, "NCCL_ALGO") == "Tree" and val(r, "NCCL_PROTO") == "LL128")
+                    or (val(r, "NCCL_PROTO") == "LL" and val(r, "NCCL_NTHREADS") == "512"
+                        and val(r, "NCCL_MIN_NCHANNELS") == "32")  # a three-variable rule
+                    or (val(r, "NCCL_IB_QPS_PER_CONNECTION") == "4" and val(r, "NCCL_BUFFSIZE") == str(16 * M)))
     else:
         raise SystemExit(f"unknown family {family!r}")
     LAST_BASIN[(family, seed)] = basin
