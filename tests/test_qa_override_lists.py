@@ -205,6 +205,22 @@ def test_a_new_nested_mapping_is_still_added(here, tmp_path):
     assert setup_vars(plan)["c"] == {"TORCH_DISTRIBUTED_DEBUG": "OFF"} and "a" in setup_vars(plan)
 
 
+@pytest.mark.parametrize("override,key", [
+    ("+setups.a={TORCH_DISTRIBUTED_DEBUG: OFF}", "setups.a"),
+    ("+setups={c: {}}", "setups"),
+    ("+probe.bench={collectives: [allgather]}", "probe.bench"),
+])
+def test_plus_on_a_mapping_the_file_sets_is_refused_as_on_a_scalar(here, tmp_path, override, key):
+    # Hydra refuses +KEY on a set scalar but merged +KEY={...} into a set mapping, keeping the keys it left out
+    assert refused(here, tmp_path, G, override) == (
+        f"envmatrix: error: override {override}: {key} is already set, and + only adds a key that is not; "
+        f"allowed: {override[1:]} (replace it) or +{override} (add or replace)")
+
+
+def test_plus_adds_a_mapping_the_file_does_not_set(here, tmp_path):
+    plan = dry_run(here, tmp_path, G, "+setups.c={TORCH_DISTRIBUTED_DEBUG: OFF}")
+    assert setup_vars(plan)["c"] == {"TORCH_DISTRIBUTED_DEBUG": "OFF"}
+
 SEARCH = """name: s
 backend: gloo
 grids: [1x2]

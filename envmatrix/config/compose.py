@@ -337,6 +337,12 @@ def _whole_mappings(content: dict[str, Any], overrides: Sequence[str]) -> list[s
         key, sep, _ = item.removeprefix("++").partition("=")
         parts = key.split(".")
         target, depth = _descend(content, parts)
+        if item.startswith("+") and not item.startswith("++") and sep:
+            added = key[1:].split(".")
+            node, reached = _descend(content, added)
+            if reached == len(added) and isinstance(node, dict):
+                # Hydra refuses +KEY on a set scalar but merges into a set mapping: the same refusal for both
+                raise ConfigError(_already_set(item, key[1:]))
         replaces = sep and not key.startswith(("+", "~")) and (
             key in MAPPING_KEYS and key != "probe" if len(parts) == 1 else depth == len(parts) and isinstance(target, dict))
         value = _override_value(item) if replaces else None
@@ -513,6 +519,11 @@ def _default_text(key: str) -> str:
     return "null" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
 
 
+def _already_set(item: str, key: str) -> str:
+    return (f"override {item}: {key} is already set, and + only adds a key that is not; "
+            f"allowed: {item.lstrip('+')} (replace it) or ++{item.lstrip('+')} (add or replace)")
+
+
 def _explain(exc: BaseException, conf_file: Path, overrides: Sequence[str]) -> str:
     import re
 
@@ -525,8 +536,7 @@ def _explain(exc: BaseException, conf_file: Path, overrides: Sequence[str]) -> s
     added = re.match(r"Could not append to config\. An item is already at '([^']*)'", message)
     if added:
         item = next((o for o in overrides if o.startswith("+") and o[1:].split("=", 1)[0] == added.group(1)), f"+{added.group(1)}")
-        return (f"override {item}: {added.group(1)} is already set, and + only adds a key that is not; "
-                f"allowed: {item.lstrip('+')} (replace it) or ++{item.lstrip('+')} (add or replace)")
+        return _already_set(item, added.group(1))
     removed = re.match(r"Could not delete from config\. '([^']*)' does not exist", message)
     if removed:
         item = next((o for o in overrides if o.startswith("~") and o[1:].split("=", 1)[0] == removed.group(1)), f"~{removed.group(1)}")
