@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import json
+import typing
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any, Iterable, Optional
 
@@ -210,6 +211,10 @@ def _known(cls: type, data: Any, what: str) -> dict[str, Any]:
     missing = [name for name in required if name not in data]
     if missing:
         raise ValueError(f"{what} lacks {', '.join(missing)}")
+    kinds = _field_kinds(cls)
+    for name, value in data.items():
+        if name in kinds and json_kind(value) not in kinds[name]:
+            raise ValueError(f"{what}'s {name} is a JSON {json_kind(value)}, not {' or '.join(sorted(kinds[name]))}")
     return {k: v for k, v in data.items() if k in known}
 
 
@@ -218,6 +223,23 @@ def _field_names(cls: type) -> tuple[frozenset[str], tuple[str, ...]]:
     """(every field, those without a default) of a result class: read once, not per stored result and rank."""
     return (frozenset(f.name for f in fields(cls)),
             tuple(f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING))
+
+
+_JSON_KIND = {dict: "object", list: "array", str: "string", int: "number", float: "number", bool: "boolean",
+              type(None): "null"}
+
+
+@functools.lru_cache(maxsize=None)
+def _field_kinds(cls: type) -> dict[str, frozenset[str]]:
+    """Field -> the JSON kinds its annotation allows (a wrong one read back would fail far from the store, as
+    ``'str' object has no attribute 'get'`` in every report); fields typed Any are left out."""
+    out = {}
+    for name, hint in typing.get_type_hints(cls).items():
+        parts = typing.get_args(hint) if typing.get_origin(hint) is typing.Union else (hint,)
+        kinds = {_JSON_KIND.get(typing.get_origin(part) or part) for part in parts}
+        if None not in kinds:
+            out[name] = frozenset(kinds)
+    return out
 
 
 def json_kind(value: Any) -> str:

@@ -1,7 +1,9 @@
 """A results store with one row that does not decode (a QA pass's finding): report, diff, a sweep's resume,
 bisect --failing and sweep --baseline died with a 40-line traceback, exit 1 (JSONDecodeError; TypeError from
 ProbeResult.__init__ for a JSON list or an empty object). Each now refuses in one line that names the store file and
-the row, exit 2, and writes nothing: the store's files stay byte for byte as they were, and no report appears."""
+the row, exit 2, and writes nothing: the store's files stay byte for byte as they were, and no report appears.
+So does a row that decodes but holds a field of the wrong kind (a setup that is a string: 'str' object has no
+attribute 'get' in report and diff, a report.html not written after a resumed sweep)."""
 
 from __future__ import annotations
 
@@ -33,6 +35,9 @@ CORRUPTIONS = {
     "json-list": ("results", "UPDATE results SET result_json = '[1,2]'"),
     "empty-object": ("results", "UPDATE results SET result_json = '{}'"),
     "sweep-config-garbage": ("sweeps", "UPDATE sweeps SET config_json = 'garbage'"),
+    # decodes, but a field of the wrong kind failed far from the store ('str' object has no attribute 'get')
+    "setup-a-string": ("results", "UPDATE results SET result_json = json_set(result_json, '$.setup', 'x')"),
+    "rank-env-a-list": ("results", "UPDATE results SET result_json = json_set(result_json, '$.ranks[0].env', json('[]'))"),
 }
 
 # each command that reads the corrupt store (bad): conf, a sound copy (good) and a fresh --out (fresh) as it needs
