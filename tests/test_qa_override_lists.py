@@ -221,6 +221,23 @@ def test_plus_adds_a_mapping_the_file_does_not_set(here, tmp_path):
     plan = dry_run(here, tmp_path, G, "+setups.c={TORCH_DISTRIBUTED_DEBUG: OFF}")
     assert setup_vars(plan)["c"] == {"TORCH_DISTRIBUTED_DEBUG": "OFF"}
 
+@pytest.mark.parametrize("overrides,blamed", [
+    (["setups.a.NCCL_PROTO=bogus"], "override setups.a.NCCL_PROTO=bogus: setups.a.NCCL_PROTO: "),
+    (["setups.a={NCCL_PROTO: bogus}"], "override setups.a={NCCL_PROTO: bogus}: setups.a.NCCL_PROTO: "),
+    (["setups={c: {NCCL_PROTO: bogus}}"], "override setups={c: {NCCL_PROTO: bogus}}: setups.c.NCCL_PROTO: "),
+    # the last override that set the value, not an earlier one at the same setup
+    (["setups.b.NCCL_PROTO=bogus", "setups.a.NCCL_ALGO=Ring"], "override setups.b.NCCL_PROTO=bogus: setups.b."),
+])
+def test_a_bad_value_an_override_set_names_the_override_not_the_file(here, tmp_path, overrides, blamed):
+    # the file never held it: "c.yaml: setups.a.NCCL_PROTO: ..." sent the user to a file without the value
+    assert refused(here, tmp_path, G, *overrides).startswith(f"envmatrix: error: {blamed}")
+
+
+def test_a_bad_value_of_the_file_beside_an_override_still_names_the_file(here, tmp_path):
+    bad = G.replace("b: {TORCH_DISTRIBUTED_DEBUG: DETAIL}", "b: {NCCL_PROTO: bogus}")
+    assert refused(here, tmp_path, bad, "setups.a.NCCL_ALGO=Ring").startswith(
+        "envmatrix: error: c.yaml: setups.b.NCCL_PROTO: ")
+
 SEARCH = """name: s
 backend: gloo
 grids: [1x2]
@@ -244,3 +261,13 @@ def test_a_search_space_given_whole_replaces_the_files(here, tmp_path):
 def test_an_empty_search_space_is_empty_not_the_files(here, tmp_path):
     line = refused(here, tmp_path, SEARCH, "search.space={}", command="search")  # it silently kept the file's space
     assert "search.space" in line and "non-empty" in line, line
+
+
+@pytest.mark.parametrize("override,blamed", [
+    ("search.space={NCCL_PROTO: [bogus]}", "search.space.NCCL_PROTO[0]: value 'bogus'"),
+    ("search.space.GLOO_DEVICE_TRANSPORT=[TCP,bogus]", "search.space.GLOO_DEVICE_TRANSPORT[1]: "),
+    ("search.trials=0", "search.trials: "),
+])
+def test_a_bad_search_value_an_override_set_names_the_override(here, tmp_path, override, blamed):
+    line = refused(here, tmp_path, SEARCH, override, command="search")
+    assert line.startswith(f"envmatrix: error: override {override}: {blamed}"), line

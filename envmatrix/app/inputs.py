@@ -31,6 +31,7 @@ def prepare(overrides: Sequence[str], allow_unknown: bool = False, baseline_run:
     measures the inherited env unless --setup names one)."""
     from envmatrix.catalog import load_catalog
     from envmatrix.config import compose_config
+    from envmatrix.config.compose import overrides_blamed
     from envmatrix.config.resolve import resolve
     from envmatrix.env.merge import caller_pins
     from envmatrix.execution.hostinfo import gpu_inventory
@@ -46,7 +47,8 @@ def prepare(overrides: Sequence[str], allow_unknown: bool = False, baseline_run:
             data["setups"] = {"default": {}}  # search and bench need no setups; resolve() wants one
         cfg = OmegaConf.create(data)
     catalog = load_catalog()
-    inp = resolve(cfg, conf_file, len(gpus), pins, allow_unknown=allow_unknown, catalog=catalog, dry_run=dry_run)
+    with overrides_blamed(conf_file, overrides):
+        inp = resolve(cfg, conf_file, len(gpus), pins, allow_unknown=allow_unknown, catalog=catalog, dry_run=dry_run)
     if baseline_run is not None and not baseline_run.strip():
         raise ConfigError(f"--baseline {baseline_run!r}: empty; allowed: a recorded run directory, or leave --baseline out")
     if tolerance is not None and not baseline_run:

@@ -63,6 +63,7 @@ class SearchEvents:
 
 
 def plan_search(request: SearchRequest) -> SearchPlan:
+    from envmatrix.config.compose import overrides_blamed
     from envmatrix.search.objective import check_measured, parse_objectives
     from envmatrix.search.screen import parse_screen
     from envmatrix.search.space import parse_search_space
@@ -77,12 +78,13 @@ def plan_search(request: SearchRequest) -> SearchPlan:
                               "allowed: one of them")
         search["trials"] = values.integer("--trials", request.trials, minimum=1)
     where = f"{inp.conf_file.name}: search"
-    settings = parse_settings(search, where, inp.name, inp.seed)
-    space = parse_search_space(search, catalog, pins, where, allow_unknown=request.allow_unknown_vars)
-    objectives = parse_objectives(search.get("objective"), f"{where}.objective", [g.label for g in inp.grids])
-    check_measured(objectives, inp.probe.params.get("bench"), f"{where}.objective")
-    screen = parse_screen(search.get("screen"), f"{where}.screen", len(objectives), settings.baseline,
-                          inp.probe.params.get("bench"))
+    with overrides_blamed(inp.conf_file, request.overrides):
+        settings = parse_settings(search, where, inp.name, inp.seed)
+        space = parse_search_space(search, catalog, pins, where, allow_unknown=request.allow_unknown_vars)
+        objectives = parse_objectives(search.get("objective"), f"{where}.objective", [g.label for g in inp.grids])
+        check_measured(objectives, inp.probe.params.get("bench"), f"{where}.objective")
+        screen = parse_screen(search.get("screen"), f"{where}.screen", len(objectives), settings.baseline,
+                              inp.probe.params.get("bench"))
     settings = replace(settings, screen=screen)
     check_shared_gpu_figures(inp, settings, len(gpus), where)
     return SearchPlan(inp, settings, space, objectives, gpus, pins)

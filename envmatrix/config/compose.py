@@ -8,9 +8,11 @@ typed schema rejects values such as ``max_local_ranks=abc``.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import re
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import yaml
 
@@ -517,6 +519,29 @@ def _default_text(key: str) -> str:
     field = SweepSchema.__dataclass_fields__[key]
     value = field.default_factory() if field.default is dataclasses.MISSING else field.default  # type: ignore[misc]
     return "null" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
+
+
+@contextlib.contextmanager
+def overrides_blamed(conf_file: Path, overrides: Sequence[str]) -> Iterator[None]:
+    """A value the checks after composition refuse as ``FILE: KEY.PATH: ...`` names the override that set it when
+    one did (``setups.a.NCCL_PROTO=x``, ``setups.a={...}``, ``search.space={...}``): the file never held it."""
+    try:
+        yield
+    except ConfigError as exc:
+        raise ConfigError(_blamed(str(exc), conf_file.name, overrides)) from None
+
+
+def _blamed(message: str, file_name: str, overrides: Sequence[str]) -> str:
+    head, sep, rest = message.partition(": ")
+    path, _, why = rest.partition(": ")
+    if head != file_name or not sep or not re.fullmatch(r"[\w.\[\]-]+", path):
+        return message
+    dotted = re.sub(r"\[(\d+)\]", r".\1", path)
+    for item in reversed(overrides):
+        key, has_value, _ = item.lstrip("+").partition("=")
+        if has_value and not item.startswith("~") and (dotted == key or dotted.startswith(f"{key}.")):
+            return f"override {item}: {path}: {why}"
+    return message
 
 
 def _already_set(item: str, key: str) -> str:
