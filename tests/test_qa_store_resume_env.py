@@ -91,4 +91,4 @@ def test_inherited_env_is_the_callers_echoed_families_less_what_each_run_sets():
                "HOME": "/root", "MASTER_ADDR": "h", "RANK": "0", "ENVMATRIX_TEST_MARKER": "m", "CUDA_VISIBLE_DEVICES": "0",
                "NCCL_NVLS_ENABLE": "0"}
     assert inherited_env(environ) == {"FI_PROVIDER": "efa", "LD_LIBRARY_PATH": "/opt/nccl/lib", "NCCL_IB_HCA": "mlx5_0",
-                                      "NCCL_NVLS_ENABLE": "0"}
+                                      "NCCL_NVLS_ENABLE": "0", "PATH": "/bin"}  # PATH: which nccl-tests runs

@@ -104,16 +104,39 @@ def test_expectations_the_bench_never_measures_are_warned_of():
 
     exps = parse_expect({"allreduce": {"64K": {"busbw_gbps": 1}}, "alltoall": {"1M": {"busbw_gbps": 1}}}, "x.yaml")
     bench = {"collectives": ["allreduce"], "sizes": [16384, 65536]}
-    assert unmeasured_warning(exps, None, "builtin") == (
+    assert unmeasured_warning(exps, None, "builtin", {}) == (
         "warning: expect: 2 expectations, but probe.bench is not set, so the probe measures nothing and none is judged;"
         " add probe.bench (its collectives and sizes) to judge them")
-    assert unmeasured_warning(exps, bench, "builtin") == (
+    assert unmeasured_warning(exps, bench, "builtin", {}) == (
         "warning: expect: alltoall 1M is not measured by probe.bench (allreduce at 16K-64K), so it judges nothing;"
         " allowed: a collective and size the bench sweeps")
-    assert unmeasured_warning(exps[:1], bench, "builtin") is None
-    assert unmeasured_warning(exps, None, "command") is None  # nccl-tests' own sizes are known only when it runs
-    assert unmeasured_warning((), None, "builtin") is None
+    assert unmeasured_warning(exps[:1], bench, "builtin", {}) is None
+    assert unmeasured_warning(exps, None, "command", {}) is None  # nccl-tests' own sizes are known only when it runs
+    assert unmeasured_warning((), None, "builtin", {}) is None
 
+
+
+def test_an_expectation_is_judged_at_the_size_its_size_was_measured_at():
+    # reduce_scatter 10K on 3 ranks is 2560 float32, rounded down to 2559 (a multiple of 3): a 10236 B row
+    from envmatrix.results import RankResult
+
+    r = result(grid="1x3", points=((("reduce_scatter", 10236), 0.5, 100.0), (("allreduce", 10240), 0.7, 90.0)))
+    r.ranks = [RankResult(rank=i) for i in range(3)]
+    for m in r.metrics:
+        m["dtype"] = "float32"
+    exps = parse_expect({"reduce_scatter": {"10K": {"busbw_gbps": 1000}}, "allreduce": {"10K": {"time_us": 50}}}, "c")
+    judged = judge(r, exps)
+    assert judged.outcome == SLOW, judged.thresholds
+    assert [(c["collective"], c["measured"]) for c in judged.thresholds] == [("reduce_scatter", 0.5), ("allreduce", 90.0)]
+
+
+def test_a_baselines_floor_at_a_measured_size_is_no_unmeasured_warning():
+    from envmatrix.bench.expect import unmeasured_warning
+
+    floor = Expectation("alltoall", 2046, BUSBW, 1.0, grid="3x1", source="baseline")  # 2K alltoall, float16, 3 ranks
+    bench = {"collectives": ["alltoall"], "sizes": [2048, 16384], "dtype": "float16"}
+    assert unmeasured_warning([floor], bench, "builtin", {"3x1": 3}) is None
+    assert unmeasured_warning([floor], bench, "builtin", {"3x1": 2}) is not None  # 2 ranks measure 2048 B
 
 @pytest.mark.slow
 def test_a_sweep_whose_probe_measures_nothing_says_its_expectations_judge_nothing(cli, tmp_path):

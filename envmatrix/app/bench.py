@@ -108,7 +108,8 @@ def bench(request: BenchRequest, listener: Any = None,
         if warning:
             warn(warning)
     first = inputs[0][0]  # the bench flags (-c, -b, -e) set what is measured, the same for every backend
-    unjudged = unmeasured_warning(first.expectations, first.probe.params.get("bench"), first.probe.name)
+    unjudged = unmeasured_warning(first.expectations, first.probe.params.get("bench"), first.probe.name,
+                                  {g.label: g.world for g in first.grids})
     if unjudged:
         warn(unjudged)
     alone = [c for c in (first.probe.params.get("bench") or {}).get("collectives") or ()

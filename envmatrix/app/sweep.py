@@ -103,7 +103,8 @@ def sweep(request: SweepRequest, listener: Optional[Listener] = None,
     # backend=auto falling back to gloo on a GPU-less host is not the user's choice: warn, do not refuse.
     warning = check_varied(inp.backend, atoms, "sweep", allow=allows_ignored(inp, request.allow_ignored_vars),
                            probe=inp.probe.name)
-    unjudged = unmeasured_warning(inp.expectations, inp.probe.params.get("bench"), inp.probe.name)
+    unjudged = unmeasured_warning(inp.expectations, inp.probe.params.get("bench"), inp.probe.name,
+                                  {g.label: g.world for g in inp.grids})
     # said once the input has passed every check: a refusal is one line, not a warning and then the error
     # (--network on a CPU host, an --out that cannot be made)
     said = [line for line in (warning, unjudged) if line]

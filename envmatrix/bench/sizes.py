@@ -82,6 +82,18 @@ def aligned_count(size_bytes: int, type_size: int, ranks: int, split_by_ranks: b
     return count
 
 
+def measured_bytes(collective: str, size_bytes: int, dtype: Any, ranks: int) -> int:
+    """The bytes a swept size is measured at: nccl-tests' element count, a multiple of the ranks where chunks are per
+    rank (10K of reduce_scatter on 3 ranks is 10236 B), so a size asked for finds its row; as asked for where the
+    dtype is not the bench's own (a parsed nccl-tests row)."""
+    from envmatrix.bench.formulas import collective_spec
+
+    item = DTYPE_BYTES.get(str(dtype))
+    if item is None:
+        return size_bytes
+    return aligned_count(size_bytes, item, ranks, collective_spec(collective).split_by_ranks) * item
+
+
 def printed_count(total_count: int, ranks: int, split_by_ranks: bool) -> int:
     """The ``count`` column nccl-tests prints for a buffer of ``total_count`` elements: its per-rank count (paramcount)
     where chunks are per rank (all_gather, reduce_scatter, alltoall), so builtin rows and parsed nccl-tests rows mean

@@ -110,13 +110,16 @@ def _launch(session: Session, run: Run, label: Optional[str], cuda_visible: Opti
 # Set per run by the launcher, envmatrix's own, or the allocation's GPUs (placement records which ran): not the env a
 # run measures, and a resubmitted job's may differ.
 _NOT_INHERITED = ("MASTER_", "ENVMATRIX_", "CUDA_VISIBLE_DEVICES")
+# which programs and which torch the ranks run: `module load` of another nccl-tests changes PATH only
+_SEARCH_PATHS = ("PATH", "PYTHONPATH")
 
 
 def inherited_env(environ: Mapping[str, str]) -> dict[str, str]:
     """The caller's variables every rank inherits that can change what a run measures: the families ranks echo
-    (NCCL_*, FI_*, LD_*, ...; the safety pins among them), outside the run key, which hashes the setup only."""
+    (NCCL_*, FI_*, LD_*, ...; the safety pins among them) and the search paths, outside the run key, which hashes
+    the setup only."""
     return {k: v for k, v in sorted(environ.items())
-            if is_echoed(k) and k not in ECHO_NAMES and not k.startswith(_NOT_INHERITED)}
+            if (is_echoed(k) and k not in ECHO_NAMES and not k.startswith(_NOT_INHERITED)) or k in _SEARCH_PATHS}
 
 
 def reusable(session: Session, stored: ProbeResult) -> bool:

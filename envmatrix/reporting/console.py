@@ -87,7 +87,7 @@ class LiveProgress:
                 self.live.stop()
 
 
-_CELL_STYLE = {"1": "green", "0": "bold red", "s": "bold yellow", "-": "dim"}
+_CELL_STYLE = {"1": "green", "0": "bold red", "s": "bold yellow", "?": "bold magenta", "-": "dim"}
 
 
 class MatrixTable:

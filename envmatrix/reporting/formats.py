@@ -16,7 +16,8 @@ from envmatrix.results import ProbeResult
 def render_markdown(matrix: Matrix, results: Sequence[ProbeResult], title: str) -> str:
     columns = [f"({c})" for c in matrix.columns]
     out = [f"# {md_text(title)}", "", "1 = every rank passed init and the value-checked collectives; 0 = failure; "
-           "s = slow (correct, but below an expected busbw or above an expected time: measured / expected under Failures); - = not run.", ""]
+           "s = slow (correct, but below an expected busbw or above an expected time: measured / expected under Failures); "
+           "? = unresolved (the probe could not test: exit 125); - = not run.", ""]
     out.append(md_table(["grid", *columns], [[row, *(matrix.cell(row, c) for c in matrix.columns)] for row in matrix.rows]))
     placed = {r.grid: r.placement for r in results if r.placement.get("emulated_hosts") or r.shared_gpu}
     if placed:  # where emulated hosts ran: a shared GPU's cells show pass/fail and transport, not bandwidth

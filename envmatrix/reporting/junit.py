@@ -7,7 +7,7 @@ import xml.etree.ElementTree as ET
 from typing import Sequence
 
 from envmatrix.reporting.text import one_line, visible
-from envmatrix.results import ProbeResult
+from envmatrix.results import UNRESOLVED, ProbeResult
 
 LOG_TAIL_CHARS = 4000
 
@@ -23,11 +23,13 @@ def _root_rank_tail(result: ProbeResult) -> str:
 def junit_xml(suite: str, results: Sequence[ProbeResult]) -> str:
     # newest attempt of a cell wins; a cell is a matrix column on a grid: with a network axis, each condition's own
     cells = {(r.column, r.grid): r for r in results}
-    failures = sum(not r.passed for r in cells.values())
+    # a cell the probe could not test (exit 125) is JUnit's skipped, as the sweep counts it apart from failures
+    skipped = sum(r.outcome == UNRESOLVED for r in cells.values())
+    failures = sum(not r.passed for r in cells.values()) - skipped
     total_time = sum(r.duration_s for r in cells.values())
     root = ET.Element("testsuites", name="envmatrix", tests=str(len(cells)), failures=str(failures))
     ts = ET.SubElement(root, "testsuite", name=suite, tests=str(len(cells)), failures=str(failures), errors="0",
-                       skipped="0", time=f"{total_time:.3f}")
+                       skipped=str(skipped), time=f"{total_time:.3f}")
     for (setup, grid), r in cells.items():
         # XML 1.0 cannot hold a log's terminal escapes, NUL or bell at all (the file would not parse): shown escaped
         case = ET.SubElement(ts, "testcase", classname=one_line(f"{suite}.{grid}"), name=one_line(f"({setup}) {grid}"),
@@ -36,7 +38,8 @@ def junit_xml(suite: str, results: Sequence[ProbeResult]) -> str:
             rc = r.root_cause or {}
             line = str(rc.get("line") or r.outcome)
             where = "" if rc.get("rank") is None else f"rank {rc['rank']}: "
-            failure = ET.SubElement(case, "failure", message=one_line(f"{r.outcome}: {where}{line}"), type=r.outcome)
+            kind = "skipped" if r.outcome == UNRESOLVED else "failure"
+            failure = ET.SubElement(case, kind, message=one_line(f"{r.outcome}: {where}{line}"), type=r.outcome)
             failure.text = visible(_root_rank_tail(r))
         env = "\n".join(f"{k}={one_line(v)}" for k, v in sorted(r.intended_env.items()))
         if env:

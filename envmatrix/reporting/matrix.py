@@ -8,7 +8,7 @@ from typing import Optional, Sequence
 from envmatrix.env.atoms import Atom, Setup, setup_diff
 from envmatrix.planning.plan import Run
 from envmatrix.reporting.hosts import root_cause_host
-from envmatrix.results import SLOW, ProbeResult, column_name
+from envmatrix.results import SLOW, UNRESOLVED, ProbeResult, column_name
 
 
 @dataclass
@@ -35,6 +35,8 @@ class Matrix:
             return "-"
         if result.outcome == SLOW:
             return "s"  # ran correctly, below an expected bandwidth
+        if result.outcome == UNRESOLVED:
+            return "?"  # the probe could not test (exit 125): neither a pass nor a failure, as the summary counts it
         return "1" if result.passed else "0"
 
 
