@@ -126,7 +126,7 @@ def test_cli_gate_on_recorded_gpu_run(cli, tmp_path):
     empty = tmp_path / "empty"
     empty.mkdir()
     nothing = cli.run("diff", str(run_a), str(empty))
-    assert nothing.returncode == 2 and "no sweep or bench results" in nothing.stderr
+    assert nothing.returncode == 2 and "no results (results.sqlite or results.json)" in nothing.stderr
     moved = copy.deepcopy(a)
     moved.grid = "4x2"
     run_c = _store(tmp_path / "c", [moved])  # another grid only: nothing of run A was compared
@@ -135,6 +135,18 @@ def test_cli_gate_on_recorded_gpu_run(cli, tmp_path):
     as_json = cli.run("diff", str(run_a), str(run_c), "--json")
     assert as_json.returncode == 3 and json.loads(as_json.stdout)["inconclusive"] is True
 
+
+
+def test_a_search_run_directory_is_named_as_one_not_as_empty(cli, tmp_path):
+    # a search's trials and confirmation rows are no matrix cells: diff said "no sweep or bench results there
+    # (results.sqlite or results.json)" of a results.sqlite holding them
+    probe = copy.deepcopy(gpu_result())
+    probe.sweep_id = "search-study-1"
+    run_s = _store(tmp_path / "s", [probe])
+    done = cli.run("diff", str(run_s), str(run_s))
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr.strip() == (f"envmatrix: error: diff: {run_s}: only search or bisect probes (1); "
+                                   "allowed: the run directory of a sweep or a bench")
 
 CONF = """
 name: gate

@@ -218,7 +218,7 @@ def test_a_batch_job_removing_a_key_the_schema_lacks_is_refused_before_the_queue
 
 @pytest.mark.parametrize("argv,expect", [
     (["report", "{tmp}/r"], "report: {tmp}/r: no results.sqlite, results.json"),
-    (["diff", "{tmp}/r", "{tmp}/r"], "diff: {tmp}/r: no sweep or bench results there"),
+    (["diff", "{tmp}/r", "{tmp}/r"], "diff: {tmp}/r: no results (results.sqlite or results.json)"),
 ], ids=["report", "diff"])
 def test_an_empty_store_file_is_no_store_and_the_reader_leaves_it_empty(tmp_path, capsys, argv, expect):
     # SQLite opens a 0-byte file as a new database: report and diff (readers) wrote envmatrix's tables into it (32 KB)

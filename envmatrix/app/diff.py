@@ -13,8 +13,11 @@ def diff_run_dirs(run_a: str, run_b: str, busbw_drop: str) -> RunDiff:
     threshold = parse_threshold(busbw_drop)
     runs = []
     for path in (run_a, run_b):
-        results = cell_results(load_results(path, "diff"))
+        stored = load_results(path, "diff")
+        results = cell_results(stored)
         if not results:
-            raise ConfigError(f"diff: {path}: no sweep or bench results there (results.sqlite or results.json)")
+            # a search's or a bisect's probes are no cells of a matrix: say what is there, not that nothing is
+            held = f"only search or bisect probes ({len(stored)})" if stored else "no results (results.sqlite or results.json)"
+            raise ConfigError(f"diff: {path}: {held}; allowed: the run directory of a sweep or a bench")
         runs.append(results)
     return diff_runs(runs[0], runs[1], threshold)
