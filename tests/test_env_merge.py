@@ -53,5 +53,21 @@ def test_setup_diff_legend():
     assert setup_diff(a, b) == ["-A=1"]
 
 
+def test_the_legend_lists_a_variables_prepends_in_the_order_a_shell_applies_them():
+    # {prepend: [/plugin, /hwloc]} gives /plugin:/hwloc:$LD; listed in reading order, applied top to bottom, the
+    # legend's lines built /hwloc first (a QA pass read it so)
+    from envmatrix.reporting.matrix import legend_for
+
+    paths = atoms_from_mapping({"LD_LIBRARY_PATH": {"prepend": ["/plugin", "/hwloc"]}, "NCCL_ALGO": "Ring"}, "s")
+    first, other = Setup("a", tuple(paths)), Setup("b", (paths[-1],))
+    expected = ["LD_LIBRARY_PATH=/hwloc:$LD_LIBRARY_PATH", "LD_LIBRARY_PATH=/plugin:$LD_LIBRARY_PATH", "NCCL_ALGO=Ring"]
+    assert dict(legend_for([first, other]))["a"] == "; ".join(expected)
+    assert setup_diff(other, first) == [f"+{line}" for line in expected[:2]]
+    applied = "/usr/lib"
+    for line in expected[:2]:  # the legend's lines, top to bottom, as a shell would apply them
+        applied = line.split("=", 1)[1].replace("$LD_LIBRARY_PATH", applied)
+    assert applied == "/plugin:/hwloc:/usr/lib"  # what the ranks get (reading order)
+
+
 def test_digest_changes_with_env():
     assert Setup("x", (Atom("A", value="1"),)).digest() != Setup("x", (Atom("A", value="2"),)).digest()

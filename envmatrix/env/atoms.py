@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from envmatrix import values
 from envmatrix.errors import ConfigError
@@ -76,14 +76,20 @@ class Setup:
 
     def shell_lines(self) -> list[str]:
         """``export`` lines a shell can source; prepends come last entry first, as users write them."""
-        lines, done = [], set()
-        for atom in self.atoms:
-            if atom.op != PREPEND:
-                lines.append(shell_line(atom))
-            elif atom.var not in done:
-                done.add(atom.var)
-                lines += [shell_line(a) for a in reversed(self.atoms) if a.var == atom.var and a.op == PREPEND]
-        return lines
+        return [shell_line(a) for a in in_shell_order(self.atoms)]
+
+
+def in_shell_order(atoms: Sequence[Atom]) -> list[Atom]:
+    """``atoms`` in the order that, applied one after the other, gives the env: a variable's prepends last entry
+    first (``{prepend: [a, b]}`` is ``a:b:$VAR``, so b is prepended first)."""
+    out, done = [], set()
+    for atom in atoms:
+        if atom.op != PREPEND:
+            out.append(atom)
+        elif atom.var not in done:
+            done.add(atom.var)
+            out += [a for a in reversed(atoms) if a.var == atom.var and a.op == PREPEND]
+    return out
 
 
 def shell_line(atom: Atom) -> str:
@@ -152,8 +158,8 @@ def atoms_from_mapping(env: Mapping[str, Any], where: str) -> tuple[Atom, ...]:
 def setup_diff(reference: Setup, other: Setup) -> list[str]:
     """Human-readable atoms of ``other`` that differ from ``reference`` (the legend)."""
     ref, oth = set(reference.atoms), set(other.atoms)
-    added = [str(a) for a in other.atoms if a not in ref]
-    removed = [f"-{a}" for a in reference.atoms if a not in oth]
+    added = [str(a) for a in in_shell_order(other.atoms) if a not in ref]
+    removed = [f"-{a}" for a in in_shell_order(reference.atoms) if a not in oth]
     return removed + [f"+{a}" for a in added]
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional, Sequence
 
-from envmatrix.env.atoms import Atom, Setup, setup_diff
+from envmatrix.env.atoms import Atom, Setup, in_shell_order, setup_diff
 from envmatrix.planning.plan import Run
 from envmatrix.reporting.hosts import root_cause_host
 from envmatrix.results import SLOW, UNRESOLVED, ProbeResult, column_name
@@ -53,7 +53,7 @@ def legend_for(setups: Sequence[Setup], backend: Optional[str] = None) -> list[t
     if not setups:
         return []
     first = setups[0]
-    rows = [(first.name, "; ".join(map(str, first.atoms)) or "(inherited env only)")]
+    rows = [(first.name, "; ".join(map(str, in_shell_order(first.atoms))) or "(inherited env only)")]
     for setup in setups[1:]:
         rows.append((setup.name, "; ".join(setup_diff(first, setup)) or f"same as {first.name}"))
     if backend:
