@@ -68,6 +68,9 @@ def render_markdown(report: BisectReport) -> str:
             out.append(f"- {{{', '.join(md_code(a, in_table=False) for a in c)}}} ({kind})")
         if not sec["culprits"]:
             out.append("- none found")
+            if any(other["culprits"] for other in report.sections):
+                out.append("- the probes that could show one failed another way (the signatures beside it), which may hide "
+                           "it: inconclusive for this failure")
         out.append(f"- proven (fails alone, minimal, env without it no longer fails this way): {'yes' if sec['proven'] else 'no'}; "
                    f"atoms searched: {sec['searched_atoms']}; env without these culprits: {sec['repaired_env_outcome'] or 'not probed'}")
         other = sec["repaired_env_outcome"] or ""

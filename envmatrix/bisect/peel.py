@@ -42,6 +42,14 @@ another culprit) its culprits are searched among the remaining atoms, until the
 repaired env passes. The final env is proven only by a passing probe: the env
 without every culprit, or a probe that already passed holding all of it (and so
 a part of each culprit set: fewer changes, no extra probe).
+
+A chain of peeling removes whole culprit sets, so a culprit of a later stage nested in an earlier one (a variable
+failing alone after init, and with a partner at init) is removed with it, unseen: a probe failing in a way no
+named set explains (the env without the partner) is searched for its own culprits before the answer may be
+complete, and the env without every named set is the final env. A failure with nothing provable (its line's
+probes all answered by another line of its stage) no longer ends the peeling: the other lines' culprits and a
+passing env still come out, incomplete. At the cap, sets the cache already proves for failures no search reached
+are named too (no probe launched).
 """
 
 from __future__ import annotations
@@ -53,7 +61,7 @@ from typing import Callable, Optional, Union
 
 import dataclasses
 
-from envmatrix.bisect.certificates import EXPLAIN, STRICT, certificate_tests
+from envmatrix.bisect.certificates import EXPLAIN, STRICT, certificate_tests, minimal_transversals
 from envmatrix.bisect.probe_cache import FAIL, PASS, UNRESOLVED, BudgetExhausted, Probes
 from envmatrix.bisect.culprits import CulpritResult, find_culprits
 
@@ -269,6 +277,36 @@ def _required_atoms(cache: "_Cache", universe: list[int], masking: Signature) ->
     return frozenset(universe[i] for c in res.culprits for i in c)
 
 
+def _unexplained(sigs: dict, sections: list[Section]) -> Optional[tuple[frozenset, Signature]]:
+    """The smallest probe failing in a way the named culprit sets do not explain: no set of its signature lies
+    in it, no search of its signature covered its atoms, and it holds every atom the env was found to need."""
+    for atoms, sig in sorted(sigs.items(), key=lambda item: (len(item[0]), sorted(item[0]))):
+        if not isinstance(sig, tuple) or same_failure(sigs.get(frozenset()), sig):
+            continue
+        mine = [s for s in sections if same_failure(sig, s.signature)]
+        if any(c <= atoms for s in mine for c in s.culprits) or any(atoms <= set(s.universe) | set(s.required) for s in mine):
+            continue
+        if any(s.required and not set(s.required) <= atoms and same_failure(sig, s.required_sig) for s in sections):
+            continue
+        return atoms, sig
+    return None
+
+
+def _proven_unsearched(sigs: dict, sections: list[Section]) -> list[tuple[Signature, list[frozenset], list[int]]]:
+    """For each failure signature no section searched: the probes failing so that the cache proves minimal (each
+    probe one atom smaller passed for it, or lies in one that did), with the atoms of every probe failing so."""
+    found: list[tuple[Signature, list[frozenset], list[int]]] = []
+    for atoms, sig in sorted(sigs.items(), key=lambda item: (len(item[0]), sorted(item[0]))):
+        if not isinstance(sig, tuple) or same_failure(sigs.get(frozenset()), sig) or any(same_failure(sig, f[0]) for f in found) \
+                or any(same_failure(sig, s.signature) or same_failure(sig, s.required_sig) for s in sections):
+            continue  # searched already, or a missing atom's failure (the empty env's, a required atom's)
+        failing = [a for a, other in sigs.items() if same_failure(other, sig)]
+        proven = [a for a in failing if _proven_culprit(sigs, a, sig)]
+        if proven:
+            found.append((sig, sorted(proven, key=sorted), sorted(frozenset().union(*failing))))
+    return found
+
+
 def find_all_culprits(n: int, oracle: SigOracle, *, known: Optional[dict] = None, max_probes: Optional[int] = None,
                       repeats: int = 1, certify: str = EXPLAIN, seed: int = 0, strict_after: bool = False) -> PeelResult:
     """Culprit sets of every failure signature of atoms 0..n-1, peeling one signature at a time.
@@ -288,6 +326,65 @@ def find_all_culprits(n: int, oracle: SigOracle, *, known: Optional[dict] = None
 
     target: Signature = UNRESOLVED  # reads nothing as pass or fail until the env's own signature is known
     unproven = False  # a section's culprits may be incomplete (see below): the final env then ends "incomplete"
+    final: Optional[list[int]] = None  # the proven passing env so far (kept when the cap ends a later search)
+    searched_on = False  # a search over a probe's atoms ran (see wrap_up)
+    strict = repeats == 1 and (certify == STRICT or strict_after)  # each section's answer is checked strictly
+
+    def at_cap(suspects: list[int]) -> PeelResult:
+        """The cap ended a search: name what the probes already proved for failures no search reached (a set that
+        failed alone, each set one atom smaller passing for it) and a passing env without every named set, if
+        one was probed; nothing more is launched."""
+        if repeats > 1:
+            return done("budget", None, suspects)
+        for sig, sets, seen in _proven_unsearched(cache.sigs, sections):
+            sections.append(Section(sig, seen, sets, False, "budget", []))
+        named = frozenset().union(*(c for s in sections for c in s.culprits))
+        holding = [a for a, sig in cache.sigs.items() if sig == PASS and frozenset(range(n)) - named <= a]
+        return done("budget", sorted(max(holding, key=len)) if named and holding else final, suspects)
+
+    def wrap_up(passing: Optional[list[int]]) -> Union[PeelResult, tuple[list[int], Signature]]:
+        """A chain of peeling ended (its env passed: ``passing``, or nothing could be named). Exact mode: a probe
+        failing in a way no named set explains holds unnamed culprits (a variable failing alone one way and with
+        a partner an earlier way: the chain removed both): search its atoms for them; else the env without every
+        named set is the final env, proven by a passing probe. Returns the next (universe, target) or the result."""
+        nonlocal final, searched_on, unproven
+        final = final or passing
+        if repeats > 1:
+            return done("incomplete" if unproven or passing is None else "ok", passing)
+        left = _unexplained(cache.sigs, sections)
+        if left is not None and same_failure(cache(frozenset()), left[1]):
+            left = _unexplained(cache.sigs, sections)  # the empty env fails so: a missing atom's failure, no culprit's
+        if left is not None:
+            searched_on = True
+            return sorted(left[0] | pins), left[1]
+        if strict and not unproven:
+            # the answer's own strict check: the env without one atom of every named set (of any signature)
+            # passes; a later line's culprit nested in an earlier pair shows only there (an answer already
+            # unproven cannot become complete: no probes spent on it)
+            for hit in minimal_transversals([c for s in sections for c in s.culprits]):
+                env = frozenset(range(n)) - hit
+                if (sig := cache(env)) == PASS:
+                    continue
+                if _unexplained({env: sig}, sections) is None or same_failure(cache.sigs.get(frozenset()), sig):
+                    unproven = True  # a missing atom's failure: nothing proves the answer whole
+                    continue
+                searched_on = True
+                return sorted(env), sig
+        if passing is not None and not searched_on:
+            return done("incomplete" if unproven else "ok", passing)
+        named = frozenset().union(*(c for s in sections for c in s.culprits))
+        rest = [a for a in range(n) if a not in named]
+        holding = [a for a, sig in cache.sigs.items() if sig == PASS and set(rest) <= a]  # fewer changes, no probe
+        if holding:
+            final = sorted(max(holding, key=len))
+        elif (sig := cache(frozenset(rest))) == PASS:
+            final = rest
+        elif _unexplained({frozenset(rest): sig}, sections) is not None:
+            searched_on = True
+            return rest, sig
+        else:
+            return done("incomplete", None, rest)
+        return done("incomplete" if unproven else "ok", final)
     try:
         target = _settled(cache, frozenset(universe), repeats, FAIL)
         if target == PASS:
@@ -357,15 +454,26 @@ def find_all_culprits(n: int, oracle: SigOracle, *, known: Optional[dict] = None
             if res.method == "baseline fails":
                 return done("baseline fails")
             culprits = [to_orig(c) for c in res.culprits]
+            if not res.complete and repeats == 1:  # an unfinished search names only the sets its probes proved
+                culprits = [c for c in culprits if _proven_culprit(cache.sigs, c, target, pins)]
             if res.method == "budget" or cache.launched >= budget and not res.complete:
                 # At the cap the search's best guess is no answer: only sets the probes proved are culprits,
                 # every other atom of this search stays suspect (nothing short of a complete answer clears one).
                 proven = [c for c in culprits if _proven_culprit(cache.sigs, c, target, pins)]
                 sections.append(section(proven, False, "budget", []))
-                return done("budget", None, _ranked_suspects(cache.sigs, free, proven, target))
+                return at_cap(_ranked_suspects(cache.sigs, free, proven, target))
             if not culprits:
                 sections.append(section([], False, res.method, []))
-                return done("incomplete", None, list(universe))
+                if repeats > 1:
+                    return done("incomplete", None, list(universe))
+                # Nothing is proven for this failure (every probe that could tell failed another way of its
+                # stage), but those other failures may have culprits the probes did prove, and a passing env.
+                unproven = True
+                step = wrap_up(None)
+                if isinstance(step, PeelResult):
+                    return step
+                universe, target = step
+                continue
             rest = [a for a in universe if a not in set().union(*culprits)]
             # A probe that passed and holds the rest (but no whole culprit set) is already a proven repaired
             # env, with fewer changes: no need to probe the rest itself.
@@ -380,14 +488,18 @@ def find_all_culprits(n: int, oracle: SigOracle, *, known: Optional[dict] = None
                 # (same stage): that failure may hide more of them, so this section stays unproven, yet each set
                 # named is proven (fails alone, minimal). Peel on: the other culprits and a passing env still
                 # come out; the answer stays incomplete.
-                if not (repeats == 1 and isinstance(sig_rest, tuple) and sig_rest != target
+                if not (repeats == 1 and (sig_rest == PASS or isinstance(sig_rest, tuple) and sig_rest != target)
                         and all(_proven_culprit(cache.sigs, c, target, pins) for c in culprits)):
                     return done("incomplete", None, list(universe))
                 unproven = True
             if sig_rest == PASS:
-                return done("incomplete" if unproven else "ok", proven)
+                step = wrap_up(proven)
+                if isinstance(step, PeelResult):
+                    return step
+                universe, target = step
+                continue
             universe, target = rest, sig_rest
             if target != PASS and (target == UNRESOLVED or not isinstance(target, tuple)):
                 return done("incomplete", None, rest)
     except _Budget:
-        return done("budget", None, _ranked_suspects(cache.sigs, universe, [], target))
+        return at_cap(_ranked_suspects(cache.sigs, universe, [], target))
