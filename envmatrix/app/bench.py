@@ -250,12 +250,21 @@ BENCH_SIZE_FLAGS = {"min_bytes": "-b/--min-bytes", "max_bytes": "-e/--max-bytes"
 
 def prepare_bench(inp: SweepInput, args: BenchRequest, gpus: int, catalog: Any) -> tuple[SweepInput, Any]:
     """The one-run sweep input of the bench and its launcher (checked: the grid fits where it puts the ranks)."""
-    base = named_setup(inp, args.setup) if args.setup is not None else Setup("env")
-    setup = with_env(base, env_flag_atoms(args.env, catalog, args.allow_unknown_vars), named=args.setup is not None)
+    from envmatrix.config.owned import check_atoms_owned
+    from envmatrix.env.merge import caller_pins
+    from envmatrix.strategies import aliased
+
+    # a generated setup merged into an earlier one of the same env is still a setup of the config
+    base = (aliased(inp.setups, args.setup) or named_setup(inp, args.setup)) if args.setup is not None else Setup("env")
+    extra = env_flag_atoms(args.env, catalog, args.allow_unknown_vars)
+    setup = with_env(base, extra, named=args.setup is not None)
     grid = parse_grid(args.grid, "--grid") if args.grid is not None else (inp.grids[0] if inp.grids else auto_grids(gpus)[0])
     inp = dataclasses.replace(inp, name="bench", grids=(grid,), setups=(setup,))
     launcher = inp.make_launcher()
     check_grids_fit([grid], inp.backend, gpus, int(inp.config.get("max_local_ranks", 16)), launcher)
+    # the config checked its setup on its own grids; --grid may be another (NCCL_HOSTID is the launcher's on 2x1)
+    check_atoms_owned(inp, extra, grid, gpus, caller_pins(), "--env ")
+    check_atoms_owned(inp, base.atoms, grid, gpus, caller_pins(), f"{inp.conf_file.name}: setups.{base.name}.")
     if args.factor is not None and args.step_bytes is not None:
         raise ConfigError(f"-i/--step-bytes {args.step_bytes}: given with -f/--factor {args.factor}, and sizes either "
                           "multiply or add; allowed: one of them (nccl-tests' -f or -i)")

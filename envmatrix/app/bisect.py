@@ -142,7 +142,10 @@ def check_request(request: BisectRequest) -> BisectInput:
     probe = probe_spec(inp, request.probe_cmd)
     baseline: list = []
     if request.baseline is not None and not request.hosts:
-        baseline = list(named_setup(inp, request.baseline, "--baseline", "not a setup of").atoms)
+        from envmatrix.strategies import aliased
+
+        baseline = list((aliased(inp.setups, request.baseline)
+                         or named_setup(inp, request.baseline, "--baseline", "not a setup of")).atoms)
     run_dir = em_paths.run_dir(request.out, inp.name, create=False)
     if request.failing and not os.path.exists(os.path.join(run_dir, em_paths.STORE_FILE)):
         raise ConfigError(f"--failing {request.failing}: no store at {run_dir}/results.sqlite; run `envmatrix sweep` for this config first or pass --out")
@@ -161,6 +164,7 @@ def probe_spec(inp: Any, probe_cmd: Optional[str]) -> Any:
 def bisect_envs(request: BisectRequest, given: BisectInput, events: BisectEvents) -> EnvBisectResult:
     from envmatrix.bisect.driver import ProbeContext, bisect_env
     from envmatrix.bisect.markdown import render_markdown
+    from envmatrix.config.owned import check_atoms_owned
     from envmatrix.config.resolve import check_grids_fit
     from envmatrix.engine import open_session
 
@@ -173,6 +177,7 @@ def bisect_envs(request: BisectRequest, given: BisectInput, events: BisectEvents
     for _, early_grid, atoms in early or []:
         check_backend(inp, request, atoms, events.warn)
         check_grids_fit([early_grid], inp.backend, len(gpus), max_local_ranks, launcher)
+        check_atoms_owned(inp, atoms, early_grid, len(gpus), pins, f"{request.env_file}: ")
     os.makedirs(run_dir, exist_ok=True)
     reports = []
     # The store's lock, as sweep holds it: --failing reads "the last sweep", which a sweep still running into this
@@ -181,7 +186,7 @@ def bisect_envs(request: BisectRequest, given: BisectInput, events: BisectEvents
                       lock_for=request.command_line) as session:
         store = session.store
         last_id, last_cells = last_sweep(request, run_dir, store) if request.failing else ("", [])
-        targets = early or failing_targets(request, run_dir, last_id, last_cells)
+        targets = early or failing_targets(merged_setup(request, inp.setups), run_dir, last_id, last_cells)
         if not targets:
             return EnvBisectResult([], None, EXIT_OK, f"nothing to bisect: no failing runs for {grid_label(request)} "
                                    f"in {os.path.join(run_dir, em_paths.STORE_FILE)} (last sweep {last_id})")
@@ -264,6 +269,14 @@ def measured_alike(session: Any, cell: Any, grid: Any) -> bool:
 
     setup = Setup(cell.setup_name, tuple(Atom.from_json(a) for a in cell.setup.get("atoms", [])))
     return plan_trial(session, setup, grid).key == cell.run_key
+
+
+def merged_setup(request: BisectRequest, setups: Any) -> BisectRequest:
+    """--setup naming a generated setup merged into an earlier one of its env: that one's runs are its runs."""
+    import dataclasses
+
+    kept = [s.name for s in setups if request.setup is not None and ("alias", request.setup) in s.meta]
+    return dataclasses.replace(request, setup=kept[0]) if kept else request
 
 
 def failing_targets(request: BisectRequest, run_dir: str, sweep_id: str, latest: list) -> list[tuple[str, Any, list]]:

@@ -86,6 +86,7 @@ def sweep(request: SweepRequest, listener: Optional[Listener] = None,
     from envmatrix.execution.pool import WarmPool, likely_ranks
     from envmatrix.planning.packing import parse_jobs
     from envmatrix.store.sqlite import check_not_corrupt
+    from envmatrix.strategies import merged_notes
 
     inp, gpus, pins, _ = prepare(request.overrides, request.allow_unknown_vars, request.baseline, request.tolerance,
                                  dry_run=request.dry_run)
@@ -107,7 +108,8 @@ def sweep(request: SweepRequest, listener: Optional[Listener] = None,
                                   {g.label: g.world for g in inp.grids})
     # said once the input has passed every check: a refusal is one line, not a warning and then the error
     # (--network on a CPU host, an --out that cannot be made)
-    said = [line for line in (warning, unjudged) if line]
+    # a generated setup with an earlier one's env runs once under that name: said, since no row will carry it
+    said = merged_notes(inp.setups) + [line for line in (warning, unjudged) if line]
     runs = plan_sweep(inp)
     if request.json and not request.dry_run:
         raise ConfigError("--json: only with --dry-run; allowed: --dry-run --json")

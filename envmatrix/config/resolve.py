@@ -259,7 +259,7 @@ def resolve(
 
     network_options = parse_options(data.get("network_options"), f"{where}: network_options")
     conditions = network_axis(data["network"], network_options, f"{where}: network") if data.get("network") else ()
-    return SweepInput(
+    inp = SweepInput(
         name=name,
         conf_file=conf_file,
         backend=backend,
@@ -277,3 +277,8 @@ def resolve(
         network_options=network_options,
         configured_launcher=launcher,
     )
+    from envmatrix.config.owned import check_launcher_owned, owned_checker
+
+    # checked on every grid of the config: NCCL_HOSTID is the launcher's on a multi-node grid only
+    check_launcher_owned(setups, grids, owned_checker(inp, gpus, pins, launcher), lambda s: f"{where}: setups.{s.name}.")
+    return inp

@@ -3,7 +3,10 @@
 ``expand_setups`` is the one entry point: it parses the top-level ``setups:``,
 runs every ``strategies:`` entry in order (each may name as ``base:`` any setup
 defined before it), drops setups whose atoms equal an earlier one's (the first
-name wins; later names are kept in its ``meta`` as ``alias``) and checks names.
+name wins; later names are kept in its ``meta`` as ``alias``, which :func:`merged_notes`
+says and :func:`aliased` resolves) and checks names. A run is keyed on its env, not its name, so two
+setups the user wrote by name (``setups:``, ``kind: explicit``) with one env are refused: one of the names would
+have no run of its own.
 """
 
 from __future__ import annotations
@@ -33,6 +36,8 @@ __all__ = [
     "register",
     "registered_kinds",
     "setup_key",
+    "aliased",
+    "merged_notes",
 ]
 
 
@@ -43,6 +48,36 @@ def setup_key(setup: Setup) -> tuple:
     for atom in setup.atoms:
         groups.setdefault((atom.var, atom.op), []).append(atom.value)
     return tuple(sorted((var, op, tuple(vals)) for (var, op), vals in groups.items()))
+
+
+def _env_text(setup: Setup) -> str:
+    text = " ".join(str(a) for a in setup.atoms) or "{}: the inherited env"
+    return text if len(text) <= 80 else f"{text[:77]}..."
+
+
+def _written(source: str, name: str) -> str:
+    """Where the user wrote setup ``name``: ``setups.a`` or ``strategies[1].setups.a`` (``kind: explicit``)."""
+    return f"{source}.{name}" if source == "setups" else f"{source}.setups.{name}"
+
+
+def aliased(setups: Sequence[Setup], name: str) -> Setup | None:
+    """The setup ``name`` was merged into (a generated setup with an earlier one's env), under ``name``; None when
+    ``name`` is no such alias (``--setup``/``--baseline`` then look the name up among the setups as before)."""
+    for setup in setups:
+        if ("alias", name) in setup.meta:
+            return dataclasses.replace(setup, name=name, meta=())
+    return None
+
+
+def merged_notes(setups: Sequence[Setup]) -> list[str]:
+    """One line per setup that runs for others with its env: the names a plan, matrix and JUnit do not show."""
+    out = []
+    for setup in setups:
+        names = [value for key, value in setup.meta if key == "alias"]
+        if names:
+            out.append(f"setup{'s' if len(names) > 1 else ''} {', '.join(names)} ha{'ve' if len(names) > 1 else 's'} "
+                       f"the env of {setup.name}: run once, as {setup.name}")
+    return out
 
 
 def expand_setups(
@@ -57,6 +92,7 @@ def expand_setups(
     by_key: dict[tuple, int] = {}
     named: dict[str, Setup] = {}
     made_by: dict[str, str] = {}  # name -> the config entry that made it, for a clash's message
+    written: dict[str, str] = {}  # a setup the user wrote by name -> where: setups.a, strategies[1].setups.a
 
     def add(setups: list[Setup], source: str, hint: str = "") -> None:
         for s in setups:
@@ -65,6 +101,11 @@ def expand_setups(
             if key in by_key:
                 i = by_key[key]
                 kept = out[i]
+                if s.name != kept.name and s.origin == "explicit" and kept.name in written:
+                    raise ConfigError(
+                        f"{where}: {_written(source, s.name)}: the same env as {written[kept.name]} ({_env_text(s)}); "
+                        f"a run is keyed on its env, not its name, so {s.name!r} would have no run of its own; "
+                        f"allowed: one name per env (remove {s.name!r} or make its env differ)")
                 if s.name != kept.name:
                     out[i] = dataclasses.replace(kept, meta=kept.meta + (("alias", s.name),))
                 continue
@@ -73,6 +114,8 @@ def expand_setups(
                 raise ConfigError(f"{where}: {source}: makes setup {s.name!r}, also made by {made_by[s.name]} with a "
                                   f"different env; setup names must be unique{hint}")
             made_by[s.name] = source
+            if s.origin == "explicit":
+                written[s.name] = _written(source, s.name)
             by_key[key] = len(out)
             out.append(s)
 
