@@ -24,14 +24,15 @@ class ExportRequest:
 class ExportResult:
     paths: list[str]  # the files written, best.sh first
     notes: list[str]  # what could not be exported, and why
-    final: bool = True  # False: workers still ran trials or the confirmation (the files hold the best so far)
+    final: bool = True  # False: workers still ran trials or the confirmation, or the study stopped short before its
+    # confirmation (search.max_failure_rate): the files hold the best so far
 
 
 def export(request: ExportRequest) -> ExportResult:
     optuna = require("optuna", "search", "envmatrix export")
 
     from envmatrix.config.schema import SEARCH_DEFAULTS
-    from envmatrix.search.export import write_exports
+    from envmatrix.search.export import stopped_short, write_exports
     from envmatrix.search.fleet import open_work
     from envmatrix.search.study import make_storage, redact
 
@@ -72,4 +73,5 @@ def export(request: ExportRequest) -> ExportResult:
     dest = request.dest or (os.path.join(os.path.abspath(request.out), "export") if request.out else "export")
     pending = open_work(study, SEARCH_DEFAULTS["heartbeat_grace_s"])
     paths, notes = write_exports(study, dest, request.objective, pending)
-    return ExportResult(list(paths), list(notes), final=not pending)
+    # a study stopped short (search.max_failure_rate) before its confirmation: its best so far is inconclusive
+    return ExportResult(list(paths), list(notes), final=not pending and stopped_short(study) is None)

@@ -82,7 +82,7 @@ def plan_search(request: SearchRequest) -> SearchPlan:
         settings = parse_settings(search, where, inp.name, inp.seed)
         space = parse_search_space(search, catalog, pins, where, allow_unknown=request.allow_unknown_vars)
         objectives = parse_objectives(search.get("objective"), f"{where}.objective", [g.label for g in inp.grids])
-        check_measured(objectives, inp.probe.params.get("bench"), f"{where}.objective")
+        check_measured(objectives, inp.probe.params.get("bench"), f"{where}.objective", [g.label for g in inp.grids])
         screen = parse_screen(search.get("screen"), f"{where}.screen", len(objectives), settings.baseline,
                               inp.probe.params.get("bench"))
     settings = replace(settings, screen=screen)
@@ -121,7 +121,8 @@ def search(request: SearchRequest, events: SearchEvents = SearchEvents()) -> Sea
     from envmatrix.engine import open_session
     from envmatrix.search.evaluate import ProbeEvaluator
     from envmatrix.search.summary import build_report, render_markdown
-    from envmatrix.search.study import SearchAborted, make_sampler, make_storage, open_study, redact, run_search
+    from envmatrix.search.study import (STOPPED_ATTR, SearchAborted, make_sampler, make_storage, open_study, redact,
+                                       run_search)
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     run_dir = em_paths.run_dir(request.out, inp.name, create=False)
@@ -158,6 +159,8 @@ def search(request: SearchRequest, events: SearchEvents = SearchEvents()) -> Sea
                         f"skipped {stats.forbidden} forbidden samples, recovered {len(stats.recovered)} stale trials")
         except SearchAborted as exc:
             aborted = exc
+        # export says why the study has no confirmation, and that its best is inconclusive
+        study.set_user_attr(STOPPED_ATTR, None if aborted is None else str(aborted))
         # asked again: a claimer that died after this worker deferred to it measured nothing, and no later worker may come
         measure_baseline(study, evaluator, settings, grids, events)
         if aborted is None and settings.confirm_top_k:

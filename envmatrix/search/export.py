@@ -25,7 +25,7 @@ from envmatrix.env.atoms import PATH_OPS, SET, UNSET, Setup
 from envmatrix.errors import ConfigError
 from envmatrix.search.objective import Objective
 from envmatrix.search.space import SearchSpace
-from envmatrix.search.study import STUDY_ATTR
+from envmatrix.search.study import BASELINE_ATTR, STOPPED_ATTR, STUDY_ATTR
 
 TUNER_HEADER = "collective_type,min_bytes,max_bytes,algorithm,protocol,channels,nNodes,nRanks,numPipeOps,regBuff"
 TUNER_COLLECTIVES = {name: spec.tuner_name for name, spec in ALL.items() if spec.tuner_name}
@@ -74,6 +74,23 @@ def best_trial(study: Any, objectives: Sequence[Objective], index: int = 0) -> A
         raise NoAnswer(f"export: study {study.study_name!r} has no completed trial yet" + why,
                        EXIT_FAILURES if failed else EXIT_INCONCLUSIVE)
     return order[0]
+
+
+def gain_over(v: Any, b: Any, direction: str) -> str:
+    """``v`` against the default env's ``b`` as a factor where higher is better (1.000x: as good)."""
+    if not v or not b:
+        return "-"
+    r = v / b if direction == "maximize" else b / v
+    return f"{r:.3f}x"
+
+
+def stopped_short(study: Any) -> Optional[str]:
+    """Why the study's trials stopped before its confirmation (search.max_failure_rate), while no confirmation has
+    been written since; None otherwise. Its best is one measurement of a study cut short: inconclusive (exit 3)."""
+    from envmatrix.search.confirm import CONFIRM_ATTR
+
+    stopped = study.user_attrs.get(STOPPED_ATTR)
+    return None if not stopped or study.user_attrs.get(CONFIRM_ATTR) else str(stopped)
 
 
 def shell_exports(setup: Setup, comment: str = "") -> str:
@@ -198,7 +215,17 @@ def export_decision(study: Any, index: int = 0) -> tuple[Optional[Any], str, lis
         value = ", ".join(f"{o.name}={v:.4g}" for o, v in zip(objectives, best.values))
         note = "not confirmed: one measurement per trial (search.confirm_top_k=0 or an older study)" if index == 0 else \
             f"best by objective {index}, one measurement per trial"
-        return best, f"trial {best.number} ({value})", [note]
+        stopped = stopped_short(study)
+        if stopped is None:
+            return best, f"trial {best.number} ({value})", [note]
+        base = (study.user_attrs.get(BASELINE_ATTR) or {}).get("values") or [None] * len(objectives)
+        versus = gain_over(best.values[index], base[index], objectives[index].direction)
+        name = objectives[index].name
+        against = "" if versus == "-" else f"; its one measurement is {versus} the default env's {name}"
+        return best, f"trial {best.number} ({value}), NOT CONFIRMED (the search stopped before its confirmation)", \
+            [f"not confirmed: the search stopped before its confirmation ({stopped}){against}; this is the best so far "
+             "of a study cut short: run the search again (it resumes the study: its remaining trials, then the "
+             "confirmation) and export again"]
     ranking = {r["label"]: r for r in conf["ranking"]}
     if conf["keep_default"]:
         med = ranking.get(DEFAULT, {}).get("median")

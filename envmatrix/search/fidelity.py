@@ -25,7 +25,7 @@ PREDICTS_FROM = 0.8  # rank correlation from which a cheap fidelity counts as pr
 def fidelity_of(objective: Objective, metrics: Mapping[str, Sequence[Mapping[str, Any]]]) -> str:
     """``collective@size xITERS`` for every term ``objective`` read, in reading order, repeats once."""
     out: list[str] = []
-    for _, row in terms(objective, metrics):
+    for _, _, row in terms(objective, metrics):
         iters = row.get("iters")
         term = f"{row['collective']}@{format_size(int(row['size_bytes']))}" + (f" x{iters}" if iters is not None else "")
         if term not in out:

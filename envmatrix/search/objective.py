@@ -22,8 +22,9 @@ from typing import Any, Iterator, Mapping, Optional, Sequence
 from envmatrix import values
 from envmatrix.bench.aggregate import headline_rows
 from envmatrix.bench.formulas import COLLECTIVES
-from envmatrix.bench.sizes import format_size, parse_size
+from envmatrix.bench.sizes import format_size, measured_bytes, parse_size
 from envmatrix.errors import ConfigError, did_you_mean
+from envmatrix.planning.grid import parse_grid
 
 METRICS = {"busbw": ("busbw_gbps", "maximize"), "time": ("time_us", "minimize")}
 DIRECTIONS = ("maximize", "minimize")
@@ -147,6 +148,26 @@ def parse_objective(raw: Any, where: str, grids: Sequence[str]) -> Objective:
                      tuple(sorted((str(k), float(v)) for k, v in weights.items())), chosen)
 
 
+def _check_busbw_defined(colls: Sequence[str], grids: Sequence[str], where: str) -> None:
+    """busbw = algbw x factor(n), and the factor of allreduce (2(n-1)/n), allgather, reduce_scatter and alltoall
+    ((n-1)/n) is 0 on one rank (nccl-tests prints 0 too): every trial would fail with no_metric, so it is refused
+    before any runs. The bench runs one process per rank, so a grid's rank count is the bench's."""
+
+    def defined_alone(spec: Any) -> bool:
+        return spec.factor is not None and spec.factor(1) > 0 and not spec.needs_peer
+
+    for grid in grids:
+        if parse_grid(grid).world != 1:
+            continue
+        for c in colls:
+            spec = COLLECTIVES.get(c)
+            if spec is not None and spec.factor is not None and not spec.factor(1) > 0:
+                alone = ", ".join(n for n, s in COLLECTIVES.items() if defined_alone(s))
+                raise ConfigError(f"{where}.metric: busbw of {c} is 0 on grid {grid} (one rank: busbw = algbw x "
+                                  f"{c}'s bus factor, 0 at n=1), so no trial could be ranked; allowed: metric: time, "
+                                  f"objective.grids of 2 or more ranks, or a collective whose busbw is algbw ({alone})")
+
+
 def parse_objectives(raw: Any, where: str, grids: Sequence[str]) -> tuple[Objective, ...]:
     items = list(raw) if isinstance(raw, (list, tuple)) else [raw]
     if not items:
@@ -158,16 +179,18 @@ def parse_objectives(raw: Any, where: str, grids: Sequence[str]) -> tuple[Object
     return objectives
 
 
-
-def check_measured(objectives: Sequence[Objective], bench: Any, where: str) -> None:
-    """An objective term the probe's bench never measures is refused before any trial: each trial would fail with
-    no_metric. A probe without a bench block (a command probe's own output) is known only when it runs."""
+def check_measured(objectives: Sequence[Objective], bench: Any, where: str, grids: Sequence[str]) -> None:
+    """An objective term the probe's bench never measures, or measures as 0, is refused before any trial: each trial
+    would fail with no_metric. A probe without a bench block (a command probe's own output, whose nccl-tests may drive
+    several GPUs from one rank) is known only when it runs."""
     if not isinstance(bench, Mapping) or not bench.get("sizes"):
         return
     measured = list(bench.get("collectives") or [])
     largest = max(bench["sizes"])
     for i, objective in enumerate(objectives):
         here = f"{where}[{i}]" if len(objectives) > 1 else where
+        if objective.metric == "busbw":
+            _check_busbw_defined(objective.collectives, objective.grids or grids, here)
         for collective in objective.collectives:
             if collective not in measured:
                 raise ConfigError(f"{here}.collective: {collective!r} is not measured by probe.bench; allowed: "
@@ -185,36 +208,48 @@ def check_measured(objectives: Sequence[Objective], bench: Any, where: str) -> N
                                       f"allowed: max or one of {shown}")
 
 
-def _row(rows: Sequence[Mapping[str, Any]], collective: str, size: Optional[int]) -> Optional[Mapping[str, Any]]:
+def _measured_at(row: Mapping[str, Any], collective: str, size: int, ranks: int) -> int:
+    """The size_bytes of the row that measured the swept ``size``: nccl-tests' aligned count (reduce_scatter at 10K on
+    3 ranks: 10236 B), as asked for in another dtype's row (a command probe's nccl-tests); the patterns' rows record
+    other sizes (messages x size), as the objective names them."""
+    return measured_bytes(collective, size, row.get("dtype"), ranks) if collective in COLLECTIVES else size
+
+
+def _row(rows: Sequence[Mapping[str, Any]], collective: str, size: Optional[int],
+         ranks: int) -> Optional[Mapping[str, Any]]:
     mine = [r for r in headline_rows(rows) if r.get("collective") == collective]
     if size is None:
-        size = max((int(r["size_bytes"]) for r in mine), default=None)
-    hits = [r for r in mine if int(r.get("size_bytes", -1)) == size]
-    return hits[0] if hits else None
+        largest = max((int(r["size_bytes"]) for r in mine), default=None)
+        return next((r for r in mine if int(r["size_bytes"]) == largest), None)
+    return next((r for r in mine if int(r.get("size_bytes", -1)) == _measured_at(r, collective, size, ranks)), None)
 
 
-def terms(objective: Objective, metrics: Mapping[str, Sequence[Mapping[str, Any]]]) -> Iterator[tuple[str, Mapping[str, Any]]]:
-    """(grid, bench row) of every term the objective reads; raises MissingMetric for a term with no row."""
+def terms(objective: Objective,
+          metrics: Mapping[str, Sequence[Mapping[str, Any]]]) -> Iterator[tuple[str, int, Mapping[str, Any]]]:
+    """(grid, size, bench row) of every term the objective reads, ``size`` as the objective names it (the row's own
+    for ``max``), so weights of ``10K`` apply to the 10236 B row measured for it; raises MissingMetric for a term with
+    no row. ``metrics`` is keyed by grid label (1x3), whose rank count aligns the sizes."""
     for grid, rows in metrics.items():
         if objective.grids and grid not in objective.grids:
             continue
+        ranks = parse_grid(grid).world
         for collective in objective.collectives:
             for size in objective.sizes:
-                row = _row(rows, collective, size)
+                row = _row(rows, collective, size, ranks)
                 if row is None:
                     raise MissingMetric(f"no {collective} row at {'max size' if size is None else format_size(size)} on {grid}")
-                yield grid, row
+                yield grid, int(row["size_bytes"]) if size is None else size, row
 
 
 def evaluate(objective: Objective, metrics: Mapping[str, Sequence[Mapping[str, Any]]]) -> float:
     """Weighted geometric mean over (grid, collective, size); raises MissingMetric."""
     key = METRICS[objective.metric][0]
     total_w, acc = 0.0, 0.0
-    for grid, row in terms(objective, metrics):
+    for grid, size, row in terms(objective, metrics):
         value = row.get(key)
         if value is None or not value > 0:
             raise MissingMetric(f"{row['collective']} at {format_size(int(row['size_bytes']))} on {grid}: {key} is {value!r}")
-        w = objective.weight(str(row["collective"]), int(row["size_bytes"]))
+        w = objective.weight(str(row["collective"]), size)
         total_w += w
         acc += w * math.log(float(value))
     if not total_w:

@@ -47,6 +47,9 @@ log = logging.getLogger(__name__)
 
 STUDY_ATTR = "envmatrix"  # study user attribute: space, objectives, grids, backend, probe
 BASELINE_ATTR = "baseline"
+# study user attribute: why the last worker to finish its trials stopped them short (search.max_failure_rate), so
+# confirmation never ran; None once a worker's trials end as planned
+STOPPED_ATTR = "stopped"
 WORKER_LOST = "worker_lost"
 
 
@@ -272,13 +275,26 @@ def open_study(storage: Any, name: str, directions: Sequence[str], sampler: Any,
             if stored.get(key) != meta.get(key):
                 raise ConfigError(f"search.study_name: study {name!r} was created with a different {key}; "
                                   "resume it with the same config or pick another study_name")
-        # trials measured on other grids or another backend would be ranked against these, and the winner confirmed
-        # on this config's grids while the report and export name the study's
-        for key in ("grids", "backend"):
+        # trials measured on other grids, another backend or another probe (bench sizes, iterations: what a trial's
+        # value is read from) would be ranked against these, and the winner confirmed on this config's while the
+        # report and export name the study's
+        for key in ("grids", "backend", "probe"):
             if key in stored and stored[key] != meta.get(key):
-                raise ConfigError(f"{key}: {meta.get(key)!r} given, but study {name!r} was created with {key} "
-                                  f"{stored[key]!r}; allowed: {stored[key]!r} to resume it, or another search.study_name")
+                path, was, given = first_difference(key, stored[key], meta.get(key))
+                raise ConfigError(f"{path}: {given!r} given, but study {name!r} was created with {path} "
+                                  f"{was!r}; allowed: {was!r} to resume it, or another search.study_name")
     return study
+
+
+def first_difference(path: str, was: Any, given: Any) -> tuple[str, Any, Any]:
+    """(key path, stored value, given value) of the first place two study metadata values differ, the path as the
+    config spells it (a probe's params are its own keys: probe.bench.iters)."""
+    if isinstance(was, Mapping) and isinstance(given, Mapping):
+        for key in sorted(set(was) | set(given)):
+            if was.get(key) != given.get(key):
+                inner = path if (path, key) == ("probe", "params") else f"{path}.{key}"
+                return first_difference(inner, was.get(key), given.get(key))
+    return path, was, given
 
 
 # ---------------------------------------------------------------- worker liveness

@@ -10,7 +10,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from envmatrix.search.export import ranked, study_meta
+from envmatrix.search.export import gain_over, ranked, study_meta
 from envmatrix.search.fidelity import FIDELITY_ATTR
 from envmatrix.search.screen import SCREEN_ATTR, SCREENED
 from envmatrix.search.space import varied
@@ -196,7 +196,7 @@ def baseline_table(base: dict, best: Any, objectives: Any, grids: list[str], kep
         return (["note"], [[f"default env failed: {base.get('failure_class')}: {base.get('root_cause')}"]])
     per_best = best.user_attrs.get("per_grid") or {}
     per_base = base.get("per_grid") or {}
-    ratio = (lambda *_: "default kept (confirmed)") if kept_default else _ratio
+    ratio = (lambda *_: "default kept (confirmed)") if kept_default else gain_over
     for i, o in enumerate(objectives):
         for g in grids:
             b, v = (per_base.get(g) or [None] * len(objectives))[i], (per_best.get(g) or [None] * len(objectives))[i]
@@ -204,13 +204,6 @@ def baseline_table(base: dict, best: Any, objectives: Any, grids: list[str], kep
         b, v = base["values"][i], best.values[i]
         rows.append(["all", o.name, _fmt(b), _fmt(v), ratio(v, b, o.direction)])
     return (header, rows)
-
-
-def _ratio(v: Any, b: Any, direction: str) -> str:
-    if not v or not b:
-        return "-"
-    r = v / b if direction == "maximize" else b / v
-    return f"{r:.3f}x"
 
 
 def _md_table(header: list[str], rows: list[list[str]]) -> str:
