@@ -158,3 +158,38 @@ def test_flag_and_env_file_atoms_owned_by_the_launcher_are_refused(cli, tmp_path
                      "--out", str(tmp_path / "c"), timeout=60)
     _one_line_refusal(bisect, f"{env_file}: MASTER_ADDR: MASTER_ADDR=10.0.0.1", "MASTER_ADDR=127.0.0.1")
     assert not (tmp_path / "b").exists() and not (tmp_path / "c").exists()
+
+
+# F9: the warm pool forks ranks from servers that imported torch under their own env; what torch (c10's logging,
+# the OpenMP runtime) reads at that import was the server's, whatever the rank's env said.
+
+
+def test_a_variable_torch_reads_at_import_gets_a_server_of_its_own_value():
+    from envmatrix.execution.pool import loader_key, server_env
+
+    base = {"PATH": "/bin"}
+    for var in ("TORCH_CPP_LOG_LEVEL", "OMP_NUM_THREADS"):
+        rank = {**base, var: "1"}
+        assert server_env(base, rank)[var] == "1"
+        assert loader_key(rank) != loader_key(base)
+    assert loader_key({**base, "TORCH_DISTRIBUTED_DEBUG": "INFO"}) == loader_key(base)  # re-read later, not keyed
+
+
+@pytest.mark.slow
+def test_a_pooled_rank_honours_torch_cpp_log_level(cli, tmp_path):
+    import json
+
+    conf = write_conf(tmp_path / "log.yaml", """
+name: cpplog
+backend: gloo
+grids: [1x2]
+setups: {loud: {TORCH_CPP_LOG_LEVEL: INFO}}
+probe: {timeout_s: 60, collectives: [allreduce]}
+""")
+    run = tmp_path / "run"
+    done = cli.run("sweep", f"conf={conf}", "--out", str(run), "--allow-unknown-vars", timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    (report,) = run.glob("logs/*/*/rank0.json")
+    assert json.loads(report.read_text())["versions"]["start"] == "pooled"  # the warm pool's path, not a cold start
+    log = report.with_name("rank0.log").read_text()
+    assert "[c10d]" in log, f"rank0.log of a pooled rank with TORCH_CPP_LOG_LEVEL=INFO: {log[:400]!r}"

@@ -26,12 +26,20 @@ from envmatrix import interrupts
 from envmatrix.boundary import ProcessSpec
 from envmatrix.execution.processes import kill_tree, popen_piped, popen_spec
 
-# What the dynamic loader (or the interpreter) resolved when the server started:
-# a run that changes one of these must not inherit the server's choice.
+# Read once when the server imported torch (c10's logging, the OpenMP runtime under it): a forked child keeps the
+# server's values whatever its own env says. Measured (2 cores, gloo): TORCH_CPP_LOG_LEVEL=INFO with
+# TORCH_DISTRIBUTED_DEBUG=DETAIL left a pooled rank0.log empty where a cold rank logs 69 lines; OMP_NUM_THREADS=1 set
+# in a child of a server started without it left torch.get_num_threads() at 2 (1 when started cold). Runs setting
+# them are rare, so servers of their own cost little. Not TORCH_DISTRIBUTED_DEBUG (also read at import of
+# torch.distributed): sweeps vary it on gloo, and servers per value made a 3-setup sweep 7.2-8.0 s instead of 2.7 s
+# (6.3 s without the pool); a pooled child should re-read it instead (pool_server, not done here).
+IMPORT_TIME_VARS = ("TORCH_CPP_LOG_LEVEL", "OMP_NUM_THREADS")
+# What the dynamic loader (or the interpreter, or torch's import) resolved when the server started:
+# a run that changes one of these must not inherit the server's choice (it gets servers of its own values).
 LOADER_VARS = (
     "LD_LIBRARY_PATH", "LD_PRELOAD", "LD_AUDIT", "NCCL_NET_PLUGIN", "NCCL_TUNER_PLUGIN", "NCCL_PROFILER_PLUGIN",
     "NCCL_ENV_PLUGIN", "NCCL_NET_PLUGIN_PATH", "NCCL_LIB", "PYTHONPATH", "PYTHONHOME", "PYTHONSAFEPATH",
-)
+) + IMPORT_TIME_VARS
 # Of those, what runs code inside the server's own start (a preloaded library's constructor, an audit module): a
 # forked child inherits that state without the threads it may have started, so such a run starts cold.
 START_CODE_VARS = ("LD_PRELOAD", "LD_AUDIT")
