@@ -193,3 +193,23 @@ probe: {timeout_s: 60, collectives: [allreduce]}
     assert json.loads(report.read_text())["versions"]["start"] == "pooled"  # the warm pool's path, not a cold start
     log = report.with_name("rank0.log").read_text()
     assert "[c10d]" in log, f"rank0.log of a pooled rank with TORCH_CPP_LOG_LEVEL=INFO: {log[:400]!r}"
+
+
+@pytest.mark.slow
+def test_bisect_setup_takes_the_name_of_a_merged_generated_setup(cli, tmp_path):
+    conf = write_conf(tmp_path / "bis.yaml", """
+name: bis
+backend: gloo
+grids: [1x2]
+setups: {good: {TORCH_DISTRIBUTED_DEBUG: INFO}, bad: {GLOO_SOCKET_IFNAME: nope0}}
+strategies: [{kind: product, vars: {GLOO_SOCKET_IFNAME: [nope0]}}]
+probe: {timeout_s: 30, collectives: [allreduce]}
+""")
+    out = str(tmp_path / "run")
+    sweep = cli.run("sweep", f"conf={conf}", "--out", out, timeout=120)
+    assert sweep.returncode == 1, sweep.stdout + sweep.stderr
+    (note,) = [line for line in sweep.stderr.splitlines() if "run once, as bad" in line]
+    alias = note.split("setup ", 1)[1].split(" has the env of", 1)[0]
+    bisect = cli.run("bisect", f"conf={conf}", "--failing", "1x2", "--setup", alias, "--out", out, timeout=120)
+    assert bisect.returncode in (0, 1), bisect.stdout + bisect.stderr  # bisected, not refused as never run
+    assert (tmp_path / "run" / "bisect_bad_1x2.md").exists(), bisect.stdout + bisect.stderr
