@@ -213,3 +213,21 @@ probe: {timeout_s: 30, collectives: [allreduce]}
     bisect = cli.run("bisect", f"conf={conf}", "--failing", "1x2", "--setup", alias, "--out", out, timeout=120)
     assert bisect.returncode in (0, 1), bisect.stdout + bisect.stderr  # bisected, not refused as never run
     assert (tmp_path / "run" / "bisect_bad_1x2.md").exists(), bisect.stdout + bisect.stderr
+
+
+@pytest.mark.slow
+def test_a_pooled_rank_honours_torch_distributed_debug(cli, tmp_path):
+    # torch.distributed reads it at import, which the pool's server did under its own env: the rank stayed at OFF
+    conf = write_conf(tmp_path / "dbg.yaml", """
+name: dbg
+backend: gloo
+grids: [1x2]
+setups: {loud: {TORCH_DISTRIBUTED_DEBUG: DETAIL, TORCH_CPP_LOG_LEVEL: INFO}}
+probe: {timeout_s: 60, collectives: [allreduce]}
+""")
+    run = tmp_path / "run"  # c10d says its debug level at INFO, when the level is read
+    done = cli.run("sweep", f"conf={conf}", "--out", str(run), "--allow-unknown-vars", timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "pooled" in (run / "results.json").read_text()  # the warm pool ran it, not a cold start
+    logs = "".join(p.read_text() for p in run.glob("logs/*/*/rank0.log"))
+    assert "The debug level is set to DETAIL" in logs, f"rank0.log under the warm pool: {logs[:400]!r}"

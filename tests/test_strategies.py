@@ -413,15 +413,21 @@ def test_base_may_name_an_earlier_strategy_output():
 
 
 def test_dedupe_keeps_first_name():
+    # a generated setup's env met again under a written name: one run, under the first name, the second an alias
     setups = expand(
         [
-            {"kind": "explicit", "setups": {"same-as-0": dict(reversed(list(SEED003_ENV.items())))}},
             {"kind": "leave_out", "base": "0", "vars": [A, B]},
             {"kind": "explicit", "setups": {"no-gdr": {k: v for k, v in SEED003_ENV.items() if k != A}}},
         ]
     )
     assert [s.name for s in setups] == ["0", "0-a", "0-b"]
-    assert ("alias", "same-as-0") in setups[0].meta and ("alias", "no-gdr") in setups[1].meta
+    assert ("alias", "no-gdr") in setups[1].meta
+
+
+def test_two_written_setups_of_one_env_are_refused():
+    # the second name would have no run of its own (a run is keyed on its env): it vanished from every table
+    with pytest.raises(ConfigError, match=r"strategies\[0\]\.setups\.same-as-0: the same env as setups\.0 "):
+        expand([{"kind": "explicit", "setups": {"same-as-0": dict(reversed(list(SEED003_ENV.items())))}}])
 
 
 def test_path_order_matters_for_dedupe():

@@ -45,6 +45,12 @@ def _run_rank(request: dict) -> int:
 
     sys.argv = list(request["argv"][2:]) or [""]
     rank_main.START_MODE = "pooled"
+    import torch.distributed
+
+    # torch.distributed read TORCH_DISTRIBUTED_DEBUG at import, in this server under the pool's env: read it again
+    # (a server per value of the variables read at import costs more: pool.IMPORT_TIME_VARS)
+    if hasattr(torch.distributed, "set_debug_level_from_env"):
+        torch.distributed.set_debug_level_from_env()
     return rank_main.main()
 
 
