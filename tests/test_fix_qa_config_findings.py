@@ -176,15 +176,21 @@ def test_a_variable_torch_reads_at_import_gets_a_server_of_its_own_value():
 
 
 @pytest.mark.slow
-def test_a_pooled_rank_honours_torch_cpp_log_level(cli, tmp_path):
+@pytest.mark.parametrize("setup,said", [
+    ("{TORCH_CPP_LOG_LEVEL: INFO}", "[c10d]"),  # c10 logging reads it at import: a server of its own value
+    # torch.distributed reads it at import too, which the server did under its own env: the child reads it again
+    # (c10d says its debug level at INFO, when the level is read)
+    ("{TORCH_DISTRIBUTED_DEBUG: DETAIL, TORCH_CPP_LOG_LEVEL: INFO}", "The debug level is set to DETAIL"),
+], ids=["cpp-log-level", "distributed-debug"])
+def test_a_pooled_rank_honours_what_torch_reads_at_import(cli, tmp_path, setup, said):
     import json
 
-    conf = write_conf(tmp_path / "log.yaml", """
+    conf = write_conf(tmp_path / "log.yaml", f"""
 name: cpplog
 backend: gloo
 grids: [1x2]
-setups: {loud: {TORCH_CPP_LOG_LEVEL: INFO}}
-probe: {timeout_s: 60, collectives: [allreduce]}
+setups: {{loud: {setup}}}
+probe: {{timeout_s: 60, collectives: [allreduce]}}
 """)
     run = tmp_path / "run"
     done = cli.run("sweep", f"conf={conf}", "--out", str(run), "--allow-unknown-vars", timeout=120)
@@ -192,7 +198,7 @@ probe: {timeout_s: 60, collectives: [allreduce]}
     (report,) = run.glob("logs/*/*/rank0.json")
     assert json.loads(report.read_text())["versions"]["start"] == "pooled"  # the warm pool's path, not a cold start
     log = report.with_name("rank0.log").read_text()
-    assert "[c10d]" in log, f"rank0.log of a pooled rank with TORCH_CPP_LOG_LEVEL=INFO: {log[:400]!r}"
+    assert said in log, f"rank0.log of a pooled rank with {setup}: {log[:400]!r}"
 
 
 @pytest.mark.slow
@@ -214,20 +220,3 @@ probe: {timeout_s: 30, collectives: [allreduce]}
     assert bisect.returncode in (0, 1), bisect.stdout + bisect.stderr  # bisected, not refused as never run
     assert (tmp_path / "run" / "bisect_bad_1x2.md").exists(), bisect.stdout + bisect.stderr
 
-
-@pytest.mark.slow
-def test_a_pooled_rank_honours_torch_distributed_debug(cli, tmp_path):
-    # torch.distributed reads it at import, which the pool's server did under its own env: the rank stayed at OFF
-    conf = write_conf(tmp_path / "dbg.yaml", """
-name: dbg
-backend: gloo
-grids: [1x2]
-setups: {loud: {TORCH_DISTRIBUTED_DEBUG: DETAIL, TORCH_CPP_LOG_LEVEL: INFO}}
-probe: {timeout_s: 60, collectives: [allreduce]}
-""")
-    run = tmp_path / "run"  # c10d says its debug level at INFO, when the level is read
-    done = cli.run("sweep", f"conf={conf}", "--out", str(run), "--allow-unknown-vars", timeout=120)
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "pooled" in (run / "results.json").read_text()  # the warm pool ran it, not a cold start
-    logs = "".join(p.read_text() for p in run.glob("logs/*/*/rank0.log"))
-    assert "The debug level is set to DETAIL" in logs, f"rank0.log under the warm pool: {logs[:400]!r}"
