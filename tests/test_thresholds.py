@@ -130,6 +130,15 @@ def test_an_expectation_is_judged_at_the_size_its_size_was_measured_at():
     assert [(c["collective"], c["measured"]) for c in judged.thresholds] == [("reduce_scatter", 0.5), ("allreduce", 90.0)]
 
 
+def test_a_result_without_rank_records_is_judged_at_the_sizes_as_asked():
+    # the rank count comes from the rank records: none (a parsed nccl-tests result) is no division by zero
+    r = result(grid="1x3", points=((("reduce_scatter", 10236), 0.5, 100.0),))
+    for m in r.metrics:
+        m["dtype"] = "bfloat16"  # nccl-tests prints this one as the bench names it
+    judged = judge(r, parse_expect({"reduce_scatter": {"10K": {"busbw_gbps": 1000}}}, "c"))
+    assert judged.outcome == PASS and judged.thresholds[0]["measured"] is None
+
+
 def test_a_baselines_floor_at_a_measured_size_is_no_unmeasured_warning():
     from envmatrix.bench.expect import unmeasured_warning
 

@@ -85,11 +85,11 @@ def aligned_count(size_bytes: int, type_size: int, ranks: int, split_by_ranks: b
 def measured_bytes(collective: str, size_bytes: int, dtype: Any, ranks: int) -> int:
     """The bytes a swept size is measured at: nccl-tests' element count, a multiple of the ranks where chunks are per
     rank (10K of reduce_scatter on 3 ranks is 10236 B), so a size asked for finds its row; as asked for where the
-    dtype is not the bench's own (a parsed nccl-tests row)."""
+    dtype is not the bench's own (a parsed nccl-tests row) or no rank count is known (a result without rank records)."""
     from envmatrix.bench.formulas import collective_spec
 
     item = DTYPE_BYTES.get(str(dtype))
-    if item is None:
+    if item is None or ranks < 1:
         return size_bytes
     return aligned_count(size_bytes, item, ranks, collective_spec(collective).split_by_ranks) * item
 
